@@ -1,0 +1,51 @@
+"""draft: the model writes the article; the system validates and stores it.
+
+The tool takes a topic id and returns an article id: the model never retypes
+an article, and what is published is exactly what was validated here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from sqlmodel import select
+
+from pipeline.content import content_hash, problems, split_markdown
+from pipeline.errors import CapabilityError
+from pipeline.models import Article, Topic
+from pipeline.tools import RunContext, capability
+
+LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
+ATTEMPTS = 2
+
+
+@capability
+def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by topic."]) -> dict:
+    """Write the article for a topic. Returns the draft's article_id, title and length."""
+    with ctx.ledger.read() as s:
+        t = s.get(Topic, topic_id)
+        existing = s.exec(select(Article).where(Article.topic_id == topic_id, Article.kind == "draft",
+                                                Article.run_id == ctx.run_id)).first()
+    if t is None or t.run_id != ctx.run_id:
+        raise CapabilityError(f"no topic {topic_id} in this run; call topic first and pass its topic_id")
+    if existing:
+        return {"article_id": existing.id, "title": existing.title, "chars": len(existing.body), "reused": True}
+
+    d = ctx.cfg.draft
+    system = ctx.prompts.render("draft.md", audience=d.audience, niche=ctx.cfg.topic.niche, style=d.style,
+                                language_name=LANGUAGE_NAMES[d.language], min_chars=d.min_chars, max_chars=d.max_chars)
+    user = ctx.prompts.render("draft_user.md", title=t.title, angle=t.angle or "your choice")
+    why: list[str] = []
+    for _ in range(ATTEMPTS):
+        reply = ctx.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        title, body = split_markdown(reply.text)
+        why = problems(title, body, d.min_chars, d.max_chars, truncated=reply.finish_reason == "length")
+        if not why:
+            break
+    else:
+        raise CapabilityError(f"the draft for topic {topic_id} failed validation: {'; '.join(why)}")
+    with ctx.ledger.write() as s:
+        article = Article(run_id=ctx.run_id, topic_id=topic_id, kind="draft", title=title, body=body,
+                          language=d.language, content_hash=content_hash(title, body))
+        s.add(article)
+    return {"article_id": article.id, "title": title, "chars": len(body)}

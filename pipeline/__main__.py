@@ -1,0 +1,5 @@
+"""``python -m pipeline`` runs the CLI."""
+
+from .cli import main
+
+main()

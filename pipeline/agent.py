@@ -1,0 +1,121 @@
+"""The agent loop: a model drives the capabilities; the ledger decides when it is done.
+
+    while turns remain:
+        reply = model(messages, tools)
+        if reply has tool calls:           execute each (ledger first), feed results back
+        else:                              the guard reviews the text against the ledger
+            clean and required facts held  -> done
+            otherwise, nudges left         -> nudge naming what is missing or false, loop
+            otherwise                      -> AgentHallucinationError / AgentIncompleteError
+
+"The model stopped calling tools" is never, by itself, "the task is done".
+With the guard switched off the loop stops at the first turn without tool
+calls (the naive loop, kept for debugging), but the outcome is still decided
+from the ledger: no required facts, no success.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from .config import AgentConfig
+from .errors import AgentHallucinationError, AgentIncompleteError
+from .guard import Guard, Review
+from .tools import RunContext, Toolbox
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[..., None]
+
+
+class AgentLoop:
+    def __init__(self, ctx: RunContext, toolbox: Toolbox, guard: Guard, cfg: AgentConfig,
+                 notify: Notify | None = None, channel: str = "default") -> None:
+        self.ctx = ctx
+        self.toolbox = toolbox
+        self.guard = guard
+        self.cfg = cfg
+        self.notify = notify or (lambda *a, **k: None)
+        self.channel = channel
+
+    def _say(self, role: str, content: str) -> dict[str, Any]:
+        self.ctx.ledger.add_turn(self.ctx.run_id, role, content)
+        return {"role": role, "content": content}
+
+    def run(self) -> Review:
+        ctx, ledger, run_id = self.ctx, self.ctx.ledger, self.ctx.run_id
+        messages = [
+            self._say("system", ctx.prompts.render("system.md")),
+            self._say("user", ctx.prompts.render("task.md", channel=self.channel, today=datetime.now().date().isoformat())),
+        ]
+        nudges = 0  # consecutive nudges; reset when the model makes real progress
+        for _ in range(self.cfg.max_turns):
+            reply = ctx.llm.complete(messages, tools=self.toolbox.schemas())
+            turn = ledger.add_turn(
+                run_id, "assistant", reply.text,
+                tool_calls_json=json.dumps(reply.as_message().get("tool_calls"), ensure_ascii=False) if reply.tool_calls else None,
+                requested_model=ctx.llm.cfg.model, served_model=reply.served_model,
+                prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, latency_ms=reply.latency_ms,
+            )
+            self.notify("turn", text=reply.text, calls=[c.name for c in reply.tool_calls], latency_ms=reply.latency_ms)
+
+            if reply.tool_calls:
+                messages.append(reply.as_message())
+                progressed = False
+                for call in reply.tool_calls:
+                    self.notify("tool_start", name=call.name)
+                    result = self.toolbox.execute(ctx, call, turn.id)
+                    content = result.content()
+                    ledger.add_turn(run_id, "tool", content, tool_call_id=call.id)
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+                    self.notify("tool_end", name=call.name, ok=result.ok, payload=result.payload)
+                    progressed |= result.ok
+                if progressed:
+                    nudges = 0
+                continue
+
+            review = self.guard.review(run_id, reply.text)
+            ledger.record_claims(run_id, turn.id, [c.as_dict() for c in review.claims])
+            if not self.cfg.hallucination_guard:
+                return self._naive_end(review, turn.id)
+            if review.kind is None:
+                return review
+            if nudges < self.cfg.hallucination_max_nudges:
+                nudges += 1
+                total = ledger.count_nudge(run_id)
+                message = self.guard.nudge(review)
+                ledger.record_guard_event(run_id, turn.id, review.kind, "nudge", total, message)
+                log.warning("guard: %s in turn %s, nudge %d/%d", review.kind, turn.seq, nudges, self.cfg.hallucination_max_nudges)
+                self.notify("nudge", kind=review.kind, n=nudges, max=self.cfg.hallucination_max_nudges,
+                            hallucinations=[c.as_dict() for c in review.hallucinations], missing=review.missing)
+                messages.append({"role": "assistant", "content": reply.text or "(empty reply)"})
+                messages.append({"role": "user", "content": message})
+                ledger.add_turn(run_id, "nudge", message)
+                continue
+            ledger.record_guard_event(run_id, turn.id, review.kind, "fail", nudges, self.guard.nudge(review))
+            self._fail(review, f"still {review.kind.replace('_', ' ')} after {nudges} nudge(s)")
+
+        review = self.guard.review(run_id, "")
+        ledger.record_guard_event(run_id, None, "incomplete", "fail", nudges, f"max_turns {self.cfg.max_turns} reached")
+        if review.missing:
+            raise AgentIncompleteError(set(review.missing), f"max_turns {self.cfg.max_turns} reached")
+        return review
+
+    def _naive_end(self, review: Review, turn_id: int | None) -> Review:
+        """Guard off: stop at the first turn without tool calls, judge by the ledger alone."""
+        if review.kind:
+            self.ctx.ledger.record_guard_event(self.ctx.run_id, turn_id, review.kind, "off", 0, "guard disabled: no nudge")
+        if review.missing:
+            raise AgentIncompleteError(set(review.missing), "the model stopped calling tools (guard off)")
+        return review
+
+    def _fail(self, review: Review, reason: str) -> None:
+        if review.hallucinations:
+            claimed = {c.capability for c in review.hallucinations}
+            detail = "; ".join(f"{c.capability} {c.status}" + (f" ({c.value})" if c.value else "") for c in review.hallucinations)
+            raise AgentHallucinationError(claimed=claimed, called=review.called, detail=f"{reason}: {detail}")
+        raise AgentIncompleteError(set(review.missing), reason)

@@ -1,0 +1,257 @@
+"""The command line: ``pipeline run``, ``pipeline ledger …``, ``pipeline claims check``.
+
+Start-up stays fast: nothing here imports litellm; ``pipeline.llm`` does, on
+the first model call. Every command turns a PipelineError into one line on
+stderr and its documented exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import config as config_mod
+from .errors import ExitCode, PipelineError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="A content pipeline whose agent cannot report work that did not happen.")
+ledger_app = typer.Typer(no_args_is_help=True, help="Read the ledger: what the system really did.")
+claims_app = typer.Typer(no_args_is_help=True, help="Test claim rules against text.")
+app.add_typer(ledger_app, name="ledger")
+app.add_typer(claims_app, name="claims")
+
+out = Console()
+err = Console(stderr=True)
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="Config file (default: $PIPELINE_CONFIG, else ./config.toml).")]
+
+
+@contextmanager
+def _clean_errors(code_on_error: int | None = None):
+    """One line on stderr and the documented exit code, instead of a traceback."""
+    try:
+        yield
+    except PipelineError as exc:
+        err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        raise typer.Exit(code_on_error if code_on_error is not None else int(exc.exit_code)) from None
+
+
+def _setup_logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s",
+                        handlers=[RichHandler(console=err, show_path=False, show_time=False)])
+    for noisy in ("LiteLLM", "litellm", "httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
+
+
+def _ledger(cfg_path: Path | None):
+    from .ledger import Ledger
+
+    cfg = config_mod.load(cfg_path)
+    return cfg, Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+
+
+# --- run ----------------------------------------------------------------------------
+
+class _Progress:
+    """Prints each step as it happens."""
+
+    def __init__(self) -> None:
+        self.status = None
+
+    def __call__(self, event: str, **data: Any) -> None:
+        if event == "start":
+            out.print(f"[bold]run[/] {data['run_id']}  model [cyan]{data['model']}[/]", highlight=False)
+        elif event == "tool_start":
+            self.status = err.status(f"{data['name']} …")
+            self.status.start()
+        elif event == "tool_end":
+            if self.status:
+                self.status.stop()
+            p = data["payload"]
+            if data["ok"]:
+                shown = {k: v for k, v in p.items() if k in ("title", "article_id", "score", "url", "registration_no", "publication_id", "replayed")}
+                out.print(f"  [green]✓[/] {data['name']:<9} {json.dumps(shown, ensure_ascii=False)}", highlight=False)
+            else:
+                out.print(f"  [red]✗[/] {data['name']:<9} {p.get('error')}", highlight=False)
+        elif event == "nudge":
+            what = ", ".join(f"{h['capability']} {h['status']}" + (f" ({h['value']})" if h.get("value") else "")
+                             for h in data["hallucinations"]) or f"missing {', '.join(data['missing'])}"
+            out.print(f"  [yellow]![/] guard: {data['kind']} — {what}; nudge {data['n']}/{data['max']}", highlight=False)
+
+
+def _print_summary(ledger, outcome) -> None:
+    from capabilities.report import run_summary
+
+    s = run_summary(ledger, outcome.run_id)
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    colour = "green" if outcome.exit_code == 0 else "red"
+    table.add_row("status", f"[{colour}]{outcome.status}[/] (exit {outcome.exit_code})")
+    for key in ("topic", "title", "score", "url", "registration_no", "nudges", "hallucinations_caught"):
+        table.add_row(key.replace("_", " "), "—" if s[key] in (None, "") else str(s[key]))
+    out.print(table)
+    if outcome.error:
+        err.print(f"[red]{outcome.status}:[/] {outcome.error}", highlight=False)
+    if outcome.exit_code != 0:
+        err.print(f"see: pipeline ledger diff --run {outcome.run_id}", highlight=False)
+
+
+@app.command()
+def run(config: ConfigOpt = None, channel: Annotated[str, typer.Option(help="Channel name recorded with the run.")] = "default",
+        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    """Run the pipeline once now (for cron). Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down."""
+    _setup_logging(verbose)
+    from .ledger import Ledger
+    from .runner import run_once
+
+    with _clean_errors():
+        cfg = config_mod.load(config)
+        ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+        outcome = run_once(cfg, notify=_Progress(), channel=channel, ledger=ledger)
+        _print_summary(ledger, outcome)
+    raise typer.Exit(outcome.exit_code)
+
+
+# --- ledger -------------------------------------------------------------------------
+
+@ledger_app.command("diff")
+def ledger_diff(config: ConfigOpt = None,
+                run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: the latest run).")] = None,
+                as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Claims the model made beside the facts the ledger holds. Exit 0 clean, 1 hallucinations, 2 trouble."""
+    from .diff import run_diff
+
+    with _clean_errors(code_on_error=2):
+        _, ledger = _ledger(config)
+        data = run_diff(ledger, run_id)
+    if data is None:
+        err.print(f"error: no run {run_id!r} in the ledger" if run_id else "error: the ledger holds no runs")
+        raise typer.Exit(2)
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+    else:
+        out.print(f"[bold]run[/] {data['run_id']}  status [bold]{data['status']}[/] (exit {data['exit_code']}), nudges {data['nudges']}", highlight=False)
+        facts = Table(title="facts — what the system did", title_justify="left", show_edge=False)
+        for col in ("capability", "execution", "value"):
+            facts.add_column(col)
+        for f in data["facts"]:
+            facts.add_row(f["capability"], str(f["execution_id"]), "" if f["value"] is None else str(f["value"]))
+        out.print(facts)
+        claims = Table(title="claims — what the model said", title_justify="left", show_edge=False)
+        for col in ("status", "capability", "value", "text"):
+            claims.add_column(col)
+        colours = {"verified": "green", "unbacked": "red", "mismatch": "red"}
+        for c in data["claims"]:
+            claims.add_row(f"[{colours[c['status']]}]{c['status']}[/]", c["capability"], c["value"] or "", c["text"])
+        out.print(claims)
+        n = len(data["hallucinations"])
+        out.print(f"[{'red' if n else 'green'}]{n} hallucination(s)[/]")
+    raise typer.Exit(1 if data["hallucinations"] else 0)
+
+
+@ledger_app.command("runs")
+def ledger_runs(config: ConfigOpt = None, limit: Annotated[int, typer.Option(min=1)] = 20,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Recent runs with their status, facts and nudges."""
+    with _clean_errors(code_on_error=2):
+        _, ledger = _ledger(config)
+        rows = []
+        for r in ledger.runs(limit):
+            facts = sorted({f.capability for f in ledger.facts(r.id)})
+            rows.append({"run_id": r.id, "started_at": r.started_at.isoformat(), "status": r.status, "exit_code": r.exit_code,
+                         "model": r.model, "facts": facts, "nudges": r.nudges})
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    table = Table(show_edge=False)
+    for col in ("run", "started (UTC)", "status", "exit", "facts", "nudges"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["run_id"], r["started_at"][:19], r["status"], str(r["exit_code"]), ",".join(r["facts"]), str(r["nudges"]))
+    out.print(table)
+
+
+@ledger_app.command("show")
+def ledger_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None) -> None:
+    """The turn-by-turn record of one run: messages, tool executions, guard decisions."""
+    with _clean_errors(code_on_error=2):
+        _, ledger = _ledger(config)
+        run = ledger.get_run(run_id)
+        if run is None:
+            err.print(f"error: no run {run_id!r} in the ledger")
+            raise typer.Exit(2)
+        executions = {}
+        for ex in ledger.executions(run_id):
+            executions.setdefault(ex.turn_id, []).append(ex)
+        guard = {}
+        for g in ledger.guard_events(run_id):
+            guard.setdefault(g.turn_id, []).append(g)
+        out.print(f"[bold]run[/] {run.id}  {run.status} (exit {run.exit_code})  model {run.model}  nudges {run.nudges}", highlight=False)
+        if run.error:
+            out.print(f"  error: {run.error}", highlight=False)
+        for t in ledger.turns(run_id):
+            meta = f" [dim]{t.served_model} {t.prompt_tokens}+{t.completion_tokens} tok {t.latency_ms:.0f} ms[/]" if t.role == "assistant" and t.latency_ms is not None else ""
+            out.print(f"[bold]#{t.seq} {t.role}[/]{meta}", highlight=False)
+            if t.content:
+                out.print("   " + (t.content if len(t.content) < 400 else t.content[:400] + " …").replace("\n", "\n   "), highlight=False, markup=False)
+            for ex in executions.get(t.id, []):
+                mark = "[green]✓[/]" if ex.ok else "[red]✗[/]"
+                detail = ex.result_json if ex.ok else ex.error
+                out.print(f"   {mark} {ex.capability}({ex.arguments_json}) → {(detail or '')[:200]}", highlight=False)
+            for g in guard.get(t.id, []):
+                out.print(f"   [yellow]guard[/] {g.kind} → {g.action} {g.nudge_no or ''}", highlight=False)
+
+
+# --- claims -------------------------------------------------------------------------
+
+@claims_app.command("check")
+def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' reads standard input.")],
+                 facts: Annotated[Optional[Path], typer.Option("--facts", help='JSON: {"publish": {"url": …}, "register": {"registration_no": …}, "humanize": {"score": 77}, "draft": {}}')] = None,
+                 config: ConfigOpt = None,
+                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """What the guard would extract from TEXT and, given --facts, each claim's verdict."""
+    from .claims import facts_from_mapping
+    from .runner import claim_rules
+
+    if text == "-":
+        text = sys.stdin.read()
+    with _clean_errors():
+        rules = claim_rules(config_mod.load(config))
+        fact_map = None
+        if facts is not None:
+            try:
+                fact_map = facts_from_mapping(json.loads(facts.read_text(encoding="utf-8")))
+            except (OSError, ValueError, AttributeError) as exc:
+                err.print(f"error: --facts {facts}: {exc}")
+                raise typer.Exit(2) from None
+    found = rules.extract(text)
+    if fact_map is not None:
+        found = rules.judge(found, fact_map)
+    rows = [c.as_dict() for c in found]
+    if as_json:
+        sys.stdout.write(json.dumps({"claims": rows, "hallucinations": [r for r in rows if r["status"] not in (None, "verified")]},
+                                    ensure_ascii=False, indent=2) + "\n")
+    else:
+        table = Table(show_edge=False)
+        for col in ("capability", "value", "status", "text"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["capability"], r["value"] or "", r["status"] or "—", r["text"])
+        out.print(table if rows else "no claims")
+    raise typer.Exit(1 if fact_map is not None and any(r["status"] != "verified" for r in rows) else 0)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

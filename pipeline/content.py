@@ -1,0 +1,61 @@
+"""Article text helpers: Markdown title/body, content hashes, slugs, HTML."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+_BOILERPLATE = re.compile(
+    r"as an ai( language model)?|i am an ai|i'm an ai|as a large language model|作为一个?(人工智能|AI|ai|语言模型)|我是一个?(AI|人工智能)",
+    re.IGNORECASE,
+)
+
+
+def split_markdown(text: str) -> tuple[str, str]:
+    """Return (title, body) from Markdown whose first non-empty line is ``# Title``."""
+    text = text.strip()
+    # Models like to wrap the whole answer in a code fence.
+    fence = re.match(r"^```(?:markdown|md)?\s*\n(.*)\n```$", text, re.DOTALL)
+    if fence:
+        text = fence.group(1).strip()
+    lines = text.splitlines()
+    if lines and lines[0].lstrip().startswith("#"):
+        return lines[0].lstrip("#").strip(), "\n".join(lines[1:]).strip()
+    return "", text
+
+
+def content_hash(title: str, body: str) -> str:
+    return hashlib.sha256(f"{title}\n\n{body}".encode()).hexdigest()
+
+
+def problems(title: str, body: str, min_chars: int, max_chars: int, truncated: bool = False) -> list[str]:
+    """Why a draft is not publishable; empty when it is."""
+    out = []
+    if not title:
+        out.append("no '# Title' line")
+    if len(body) < min_chars:
+        out.append(f"body has {len(body)} characters, fewer than {min_chars}")
+    if len(body) > max_chars:
+        out.append(f"body has {len(body)} characters, more than {max_chars}")
+    if _BOILERPLATE.search(title + "\n" + body):
+        out.append("contains AI-assistant boilerplate ('As an AI…')")
+    if truncated:
+        out.append("the model stopped at its token limit (truncated)")
+    return out
+
+
+def slugify(title: str, fallback: str) -> str:
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")[:60].strip("-")
+    return f"{slug}-{fallback}" if slug else fallback
+
+
+def normalize_title(title: str) -> str:
+    return re.sub(r"\W+", " ", unicodedata.normalize("NFKC", title).lower()).strip()
+
+
+def to_html(markdown: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False}).render(markdown)

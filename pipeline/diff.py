@@ -1,0 +1,32 @@
+"""``pipeline ledger diff``: what the model claimed beside what the ledger holds.
+
+Each claim keeps the verdict the guard gave it *when it was made*: a
+"published" written before any publish ran stays ``unbacked`` even if a nudge
+later made the model publish for real. The diff is the hallucination set of
+the run, caught or not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .ledger import Ledger
+
+
+def run_diff(ledger: Ledger, run_id: str | None) -> dict[str, Any] | None:
+    run = ledger.get_run(run_id)
+    if run is None:
+        return None
+    claims = [
+        {"capability": c.capability, "text": c.text, "value": c.value, "status": c.status, "turn_id": c.turn_id}
+        for c in ledger.claims(run.id)
+    ]
+    return {
+        "run_id": run.id,
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "nudges": run.nudges,
+        "claims": claims,
+        "facts": [f.as_dict() for f in ledger.facts(run.id)],
+        "hallucinations": [c for c in claims if c["status"] != "verified"],
+    }

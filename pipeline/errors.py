@@ -1,0 +1,90 @@
+"""The exception tree, and the exit code each outcome maps to.
+
+Errors split by *who must fix them*, as smolagents does:
+
+    PipelineError
+     ├── OperatorError                the operator must fix; the run cannot go on
+     │    ├── ConfigError             bad config file, bad env override, missing key   → exit 2
+     │    ├── LedgerError             the ledger cannot be opened or written           → exit 1
+     │    └── ProviderUnavailableError  the LLM provider failed after bounded retries   → exit 5
+     ├── RunFailed                    the run ended without the business facts it needs
+     │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
+     │    └── AgentIncompleteError    required facts missing, no false claims          → exit 4
+     └── CapabilityError              the model must fix: sent back as the tool result;
+          └── ToolArgumentsError      unknown tool, malformed JSON, schema violation
+
+A ``CapabilityError`` never ends a run: the dispatcher records it as a failed
+execution and hands its message to the model. Everything else ends the run
+with the exit code below, and the run's ledger row says why.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes of ``pipeline run`` (documented in the README)."""
+
+    DONE = 0
+    INTERNAL = 1
+    USAGE = 2
+    HALLUCINATION = 3
+    INCOMPLETE = 4
+    PROVIDER_UNAVAILABLE = 5
+
+
+class PipelineError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+
+class OperatorError(PipelineError):
+    """Something outside the model's control is wrong: config, disk, provider."""
+
+
+class ConfigError(OperatorError):
+    exit_code = ExitCode.USAGE
+
+
+class LedgerError(OperatorError):
+    exit_code = ExitCode.INTERNAL
+
+
+class ProviderUnavailableError(OperatorError):
+    exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class RunFailed(PipelineError):
+    """The model stopped, but the ledger does not hold what a finished run needs."""
+
+
+class AgentHallucinationError(RunFailed):
+    """The model kept claiming work the ledger has no record of."""
+
+    exit_code = ExitCode.HALLUCINATION
+
+    def __init__(self, claimed: set[str], called: set[str], detail: str = "") -> None:
+        self.claimed = set(claimed)
+        self.called = set(called)
+        msg = f"claimed {sorted(self.claimed)} but the ledger holds {sorted(self.called)}"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class AgentIncompleteError(RunFailed):
+    """The model stopped (or ran out of turns) before the required facts existed."""
+
+    exit_code = ExitCode.INCOMPLETE
+
+    def __init__(self, missing: set[str], reason: str) -> None:
+        self.missing = set(missing)
+        super().__init__(f"{reason}; missing facts: {sorted(self.missing) or 'none'}")
+
+
+class CapabilityError(PipelineError):
+    """A tool call the model must correct. Its message goes back to the model verbatim."""
+
+
+class ToolArgumentsError(CapabilityError):
+    """Unknown tool, arguments that are not JSON, or arguments that fail the schema."""

@@ -1,0 +1,243 @@
+"""The ledger: the one write path to the system's record of what it did.
+
+Every write goes through ``Ledger.write()``, which opens a transaction with
+``BEGIN IMMEDIATE`` on SQLite (as datasette does) so two processes never both
+believe they hold the next registration number; the context manager returns
+only after COMMIT, so a caller that reports success after it really has
+durable rows. SQLite runs in WAL mode with ``synchronous=FULL`` and a busy
+timeout (simonw/llm issue #789 is what happens without them). Other
+databases (PostgreSQL) get the same code with their own transaction rules.
+
+Reads that feed the guard come from here too: ``facts(run_id)`` is the set of
+capabilities that *really executed and succeeded* in a run, with the values
+they recorded. Nothing the model wrote can add to it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlmodel import Session, SQLModel, create_engine, select
+
+from . import models
+from .errors import LedgerError
+from .models import Claim, Execution, GuardEvent, Run, Turn, utcnow
+
+# The value of each capability's result that a claim can quote.
+FACT_VALUE_KEYS = {
+    "topic": "title",
+    "draft": "article_id",
+    "humanize": "score",
+    "publish": "url",
+    "register": "registration_no",
+    "report": "report_id",
+}
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One successful execution and the value it recorded."""
+
+    capability: str
+    execution_id: int
+    value: Any
+    result: dict[str, Any] = field(default_factory=dict)
+    at: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "capability": self.capability,
+            "execution_id": self.execution_id,
+            "value": self.value,
+            "at": self.at.isoformat() if self.at else None,
+        }
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return f"r{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def _sqlite_pragmas(busy_timeout_ms: int):
+    def on_connect(dbapi_conn, _record) -> None:
+        # Let SQLAlchemy (not pysqlite) decide when transactions begin: the
+        # "begin" hook below then emits BEGIN IMMEDIATE for writes.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = FULL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    return on_connect
+
+
+def _sqlite_begin(conn) -> None:
+    mode = "IMMEDIATE" if conn.get_execution_options().get("ledger_write") else "DEFERRED"
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+class Ledger:
+    """The SQL ledger. Open one per process; it is safe to share across threads."""
+
+    def __init__(self, url: str, busy_timeout_ms: int = 5000) -> None:
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        try:
+            if self.is_sqlite and url.startswith("sqlite:///") and ":memory:" not in url:
+                Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            kwargs: dict[str, Any] = {}
+            if self.is_sqlite:
+                kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
+            self.engine: Engine = create_engine(url, **kwargs)
+            if self.is_sqlite:
+                event.listen(self.engine, "connect", _sqlite_pragmas(busy_timeout_ms))
+                event.listen(self.engine, "begin", _sqlite_begin)
+            SQLModel.metadata.create_all(self.engine, tables=[t.__table__ for t in _TABLES])
+        except (SQLAlchemyError, OSError) as exc:
+            raise LedgerError(f"ledger {url}: cannot open: {exc}") from None
+
+    # --- transactions -----------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A write transaction. Returns only after COMMIT; rolls back on error."""
+        try:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(ledger_write=True)
+                with conn.begin():
+                    with Session(bind=conn, expire_on_commit=False) as session:
+                        yield session
+                        session.flush()
+        except OperationalError as exc:
+            raise LedgerError(f"ledger write failed: {exc.orig}") from None
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # --- runs -------------------------------------------------------------
+
+    def start_run(self, model: str, channel: str = "default", guard_enabled: bool = True) -> Run:
+        run = Run(id=new_run_id(), model=model, channel=channel, guard_enabled=guard_enabled)
+        with self.write() as s:
+            s.add(run)
+        return run
+
+    def finish_run(self, run_id: str, status: str, exit_code: int, error: str | None = None) -> None:
+        with self.write() as s:
+            run = s.get(Run, run_id)
+            run.status, run.exit_code, run.error = status, exit_code, error
+            run.finished_at = utcnow()
+            s.add(run)
+
+    def count_nudge(self, run_id: str) -> int:
+        with self.write() as s:
+            run = s.get(Run, run_id)
+            run.nudges += 1
+            s.add(run)
+            return run.nudges
+
+    def get_run(self, run_id: str | None = None) -> Run | None:
+        """A run by id, or the latest run when ``run_id`` is None."""
+        with self.read() as s:
+            if run_id:
+                return s.get(Run, run_id)
+            return s.exec(select(Run).order_by(Run.started_at.desc(), Run.id.desc()).limit(1)).first()
+
+    def runs(self, limit: int = 20) -> list[Run]:
+        with self.read() as s:
+            return list(s.exec(select(Run).order_by(Run.started_at.desc(), Run.id.desc()).limit(limit)))
+
+    # --- turns and executions ----------------------------------------------
+
+    def add_turn(self, run_id: str, role: str, content: str | None, **extra: Any) -> Turn:
+        with self.write() as s:
+            seq = s.exec(text("SELECT COALESCE(MAX(seq), 0) + 1 FROM turns WHERE run_id = :r").bindparams(r=run_id)).one()[0]
+            turn = Turn(run_id=run_id, seq=seq, role=role, content=content, **extra)
+            s.add(turn)
+        return turn
+
+    def begin_execution(self, run_id: str, turn_id: int | None, call_id: str | None, capability: str, arguments: str) -> int:
+        with self.write() as s:
+            ex = Execution(run_id=run_id, turn_id=turn_id, call_id=call_id, capability=capability, arguments_json=arguments)
+            s.add(ex)
+            s.flush()
+            return ex.id
+
+    def finish_execution(self, execution_id: int, ok: bool, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+        with self.write() as s:
+            ex = s.get(Execution, execution_id)
+            ex.ok = ok
+            ex.result_json = json.dumps(result, ensure_ascii=False) if result is not None else None
+            ex.error = error
+            ex.finished_at = utcnow()
+            s.add(ex)
+
+    def record_failed_call(self, run_id: str, turn_id: int | None, call_id: str | None, capability: str, arguments: str, error: str) -> None:
+        """A call rejected before it ran (unknown tool, bad JSON, schema): never a fact."""
+        with self.write() as s:
+            now = utcnow()
+            s.add(Execution(run_id=run_id, turn_id=turn_id, call_id=call_id, capability=capability,
+                            arguments_json=arguments, ok=False, error=error, started_at=now, finished_at=now))
+
+    def turns(self, run_id: str) -> list[Turn]:
+        with self.read() as s:
+            return list(s.exec(select(Turn).where(Turn.run_id == run_id).order_by(Turn.seq)))
+
+    def executions(self, run_id: str) -> list[Execution]:
+        with self.read() as s:
+            return list(s.exec(select(Execution).where(Execution.run_id == run_id).order_by(Execution.id)))
+
+    # --- facts, claims, guard ---------------------------------------------
+
+    def facts(self, run_id: str) -> list[Fact]:
+        """Successful executions of this run, oldest first: the only facts there are."""
+        out = []
+        for ex in self.executions(run_id):
+            if not ex.ok:
+                continue
+            result = json.loads(ex.result_json or "{}")
+            out.append(Fact(ex.capability, ex.id, result.get(FACT_VALUE_KEYS.get(ex.capability, "")), result, ex.finished_at))
+        return out
+
+    def record_claims(self, run_id: str, turn_id: int | None, claims: list[dict[str, Any]]) -> None:
+        if not claims:
+            return
+        with self.write() as s:
+            for c in claims:
+                s.add(Claim(run_id=run_id, turn_id=turn_id, capability=c["capability"], text=c["text"],
+                            value=None if c.get("value") is None else str(c["value"]), status=c["status"]))
+
+    def claims(self, run_id: str) -> list[Claim]:
+        with self.read() as s:
+            return list(s.exec(select(Claim).where(Claim.run_id == run_id).order_by(Claim.id)))
+
+    def record_guard_event(self, run_id: str, turn_id: int | None, kind: str, action: str, nudge_no: int, message: str) -> None:
+        with self.write() as s:
+            s.add(GuardEvent(run_id=run_id, turn_id=turn_id, kind=kind, action=action, nudge_no=nudge_no, message=message))
+
+    def guard_events(self, run_id: str) -> list[GuardEvent]:
+        with self.read() as s:
+            return list(s.exec(select(GuardEvent).where(GuardEvent.run_id == run_id).order_by(GuardEvent.id)))
+
+
+_TABLES = [
+    models.Run, models.Turn, models.Execution, models.Topic, models.Article, models.Publication,
+    models.Registration, models.Report, models.Claim, models.GuardEvent,
+]

@@ -1,0 +1,156 @@
+"""The one place a model is called: litellm, imported lazily, with bounded retries.
+
+``import litellm`` costs seconds and hundreds of MB, so it happens on the
+first ``ChatModel.complete`` call and nowhere else: ``pipeline ledger diff``
+and ``pipeline claims check`` never pay for it. ``LITELLM_LOCAL_MODEL_COST_MAP``
+is set before the import so litellm never fetches its price list from the
+network (on a closed network it otherwise retries for several seconds).
+
+Retries: 429, 5xx, timeouts and connection errors are retried with
+exponential backoff (``[llm] max_retries``, ``backoff_s``); after that the
+run ends with ``ProviderUnavailableError`` (exit 5). Authentication and
+bad-request errors are not retried: they are the operator's to fix (exit 2).
+
+The API key is read from the environment variable named by ``[llm] api_key_env``
+at call time; it is passed to litellm and never stored or logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import LLMConfig
+from .errors import ConfigError, ProviderUnavailableError
+from .tools import ToolCall
+
+log = logging.getLogger(__name__)
+
+_litellm = None
+
+
+def _load_litellm():
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        os.environ.setdefault("LITELLM_LOG", "ERROR")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        _litellm = litellm
+    return _litellm
+
+
+@dataclass
+class Reply:
+    """One model turn, as the ledger records it."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    served_model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float = 0.0
+    finish_reason: str | None = None
+
+    def as_message(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            msg["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return msg
+
+
+class ChatModel:
+    """A chat model behind litellm. One instance per process is enough."""
+
+    def __init__(self, cfg: LLMConfig, sleep=time.sleep) -> None:
+        self.cfg = cfg
+        self._sleep = sleep
+
+    def _api_key(self) -> str | None:
+        name = self.cfg.api_key_env
+        if not name:
+            return None
+        key = os.environ.get(name)
+        if not key:
+            raise ConfigError(f"[llm] api_key_env: environment variable {name} is not set (model {self.cfg.model})")
+        return key
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                 response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> Reply:
+        api_key = self._api_key()
+        litellm = _load_litellm()
+        retryable = (
+            litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
+            litellm.APIConnectionError, litellm.Timeout, litellm.BadGatewayError,
+        )
+        fatal = (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError, litellm.BadRequestError)
+        kwargs: dict[str, Any] = {
+            "model": self.cfg.model,
+            "messages": messages,
+            "timeout": self.cfg.timeout_s,
+            "temperature": self.cfg.temperature,
+            "num_retries": 0,  # our loop below owns retries, so the count is honest
+        }
+        if self.cfg.api_base:
+            kwargs["api_base"] = self.cfg.api_base
+        if api_key:
+            kwargs["api_key"] = api_key
+        if tools:
+            kwargs["tools"] = tools
+            kwargs["tool_choice"] = "auto"
+        if response_format:
+            kwargs["response_format"] = response_format
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
+
+        attempts = self.cfg.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            started = time.perf_counter()
+            try:
+                resp = litellm.completion(**kwargs)
+            except fatal as exc:
+                raise ConfigError(f"[llm] model {self.cfg.model}: provider refused the request: {_short(exc)}") from None
+            except retryable as exc:
+                if attempt == attempts:
+                    raise ProviderUnavailableError(
+                        f"LLM provider for {self.cfg.model} unavailable after {attempts} attempts: {_short(exc)}"
+                    ) from None
+                delay = self.cfg.backoff_s * (2 ** (attempt - 1)) * (0.5 + random.random())
+                log.warning("LLM call failed (%s), retry %d/%d in %.1fs", _short(exc), attempt, attempts - 1, delay)
+                self._sleep(delay)
+                continue
+            return _to_reply(resp, (time.perf_counter() - started) * 1000)
+        raise AssertionError("unreachable")
+
+
+def _short(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def _to_reply(resp: Any, latency_ms: float) -> Reply:
+    choice = resp.choices[0]
+    msg = choice.message
+    calls = []
+    for i, tc in enumerate(getattr(msg, "tool_calls", None) or []):
+        fn = tc.function
+        calls.append(ToolCall(id=tc.id or f"call_{i}", name=fn.name or "", arguments=fn.arguments or ""))
+    usage = getattr(resp, "usage", None)
+    return Reply(
+        text=msg.content or "",
+        tool_calls=calls,
+        served_model=getattr(resp, "model", None),
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        latency_ms=latency_ms,
+        finish_reason=getattr(choice, "finish_reason", None),
+    )

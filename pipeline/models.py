@@ -1,0 +1,163 @@
+"""The ledger's tables: what the system *did*, one table per kind of record.
+
+Like simonw/llm's logs database, prompts, tool calls and tool results live in
+separate tables so each can be queried on its own:
+
+    runs ─┬─ turns          every message sent to or received from the model
+          ├─ executions     every capability call: arguments, result or error, ok
+          ├─ topics / articles / publications / registrations / reports
+          │                 the business records capabilities create
+          ├─ claims         what the model *said* it did, with the guard's verdict
+          └─ guard_events   each nudge or failure the guard decided on
+
+Only an ``executions`` row with ``ok = 1`` is a fact.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Run(SQLModel, table=True):
+    __tablename__ = "runs"
+    id: str = Field(primary_key=True)
+    channel: str = "default"
+    model: str
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    # running | done | hallucination | incomplete | provider_unavailable | error | interrupted
+    status: str = "running"
+    exit_code: int | None = None
+    nudges: int = 0
+    guard_enabled: bool = True
+    error: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class Turn(SQLModel, table=True):
+    __tablename__ = "turns"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    seq: int
+    # system | user | assistant | tool | nudge
+    role: str
+    content: str | None = Field(default=None, sa_column=Column(Text))
+    tool_calls_json: str | None = Field(default=None, sa_column=Column(Text))
+    tool_call_id: str | None = None
+    requested_model: str | None = None
+    served_model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Execution(SQLModel, table=True):
+    __tablename__ = "executions"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    turn_id: int | None = Field(default=None, foreign_key="turns.id")
+    call_id: str | None = None
+    capability: str = Field(index=True)
+    arguments_json: str = Field(sa_column=Column(Text, nullable=False))
+    # NULL while running (a crash leaves it NULL: never a fact), then 1 or 0.
+    ok: bool | None = None
+    result_json: str | None = Field(default=None, sa_column=Column(Text))
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class Topic(SQLModel, table=True):
+    __tablename__ = "topics"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    title: str
+    normalized: str = Field(index=True)
+    angle: str | None = None
+    source: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Article(SQLModel, table=True):
+    __tablename__ = "articles"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    topic_id: int | None = Field(default=None, foreign_key="topics.id")
+    parent_id: int | None = Field(default=None, foreign_key="articles.id")
+    kind: str  # draft | humanized
+    title: str
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    language: str
+    content_hash: str
+    score: float | None = None
+    score_components_json: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Publication(SQLModel, table=True):
+    __tablename__ = "publications"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    article_id: int = Field(foreign_key="articles.id")
+    # Written *before* the external call; a repeat with the same key is a replay.
+    idempotency_key: str = Field(unique=True)
+    target: str
+    content_hash: str
+    url: str | None = None
+    # pending | published | verified | unverified | failed
+    status: str = "pending"
+    verification: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+    verified_at: datetime | None = None
+
+
+class Registration(SQLModel, table=True):
+    __tablename__ = "registrations"
+    __table_args__ = (UniqueConstraint("day", "seq"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    publication_id: int = Field(foreign_key="publications.id", unique=True)
+    registration_no: str = Field(unique=True)
+    day: str  # YYYYMMDD in the configured timezone
+    seq: int
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Report(SQLModel, table=True):
+    __tablename__ = "reports"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    body: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Claim(SQLModel, table=True):
+    __tablename__ = "claims"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    turn_id: int | None = Field(default=None, foreign_key="turns.id")
+    capability: str
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    value: str | None = None
+    status: str  # verified | unbacked | mismatch
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class GuardEvent(SQLModel, table=True):
+    __tablename__ = "guard_events"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    turn_id: int | None = Field(default=None, foreign_key="turns.id")
+    # hallucination | incomplete | text_tool_call ; action: nudge | fail | off
+    kind: str
+    action: str
+    nudge_no: int = 0
+    message: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)

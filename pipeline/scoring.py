@@ -1,0 +1,96 @@
+"""The human-likeness score: deterministic, computed by the system, never by the model.
+
+Same text in, same score out, so any score in the ledger can be recomputed
+from the stored article. Four components, each 0..1, weighted into 0..100:
+
+=====================  ======  ==============================================
+component              weight  what it measures
+=====================  ======  ==============================================
+sentence_variation     0.30    coefficient of variation of sentence lengths
+                               (words for English, characters for Chinese);
+                               people mix short and long sentences. 1.0 at
+                               CV >= 0.6.
+lexical_diversity      0.25    moving-average type/token ratio (window 50
+                               words, or 100 characters for Chinese); 0 at
+                               0.35, 1.0 at 0.75.
+stock_phrases          0.30    1 − (stock AI phrases per 1,000 characters)/4,
+                               floored at 0 ("delve", "in conclusion",
+                               "it is worth noting", 总而言之, 值得注意的是 …).
+repetition             0.15    1 − 5 × share of repeated word 3-grams
+                               (character 4-grams for Chinese), floored at 0.
+=====================  ======  ==============================================
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+
+WEIGHTS = {"sentence_variation": 0.30, "lexical_diversity": 0.25, "stock_phrases": 0.30, "repetition": 0.15}
+
+STOCK_PHRASES = [
+    "delve", "delves", "delving", "in conclusion", "in summary", "it is worth noting", "it's worth noting",
+    "it is important to note", "in today's fast-paced", "in the ever-evolving", "ever-evolving landscape",
+    "tapestry", "testament to", "navigate the complexities", "unlock the potential", "game-changer",
+    "a myriad of", "plays a crucial role", "plays a vital role", "furthermore", "moreover", "additionally",
+    "embark on", "harness the power", "seamlessly", "robust", "leverage", "at the end of the day",
+    "总而言之", "总之", "综上所述", "值得注意的是", "需要注意的是", "不可忽视", "至关重要", "毋庸置疑",
+    "在当今", "随着.{0,8}的(快速|不断)发展", "首先.{0,40}其次", "赋能", "助力",
+]
+_STOCK = re.compile("|".join(f"(?:{p})" for p in STOCK_PHRASES), re.IGNORECASE)
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_SENTENCE = re.compile(r"[^。！？!?.\n]+[。！？!?.]?")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
+
+
+@dataclass(frozen=True)
+class Score:
+    total: float
+    components: dict[str, float]
+    language: str
+
+
+def _clamp(x: float) -> float:
+    return max(0.0, min(1.0, x))
+
+
+def detect_language(text: str) -> str:
+    letters = len(_WORD.findall(text))
+    return "zh" if len(_CJK.findall(text)) > letters else "en"
+
+
+def _units(text: str, language: str) -> list[str]:
+    return _CJK.findall(text) if language == "zh" else [w.lower() for w in _WORD.findall(text)]
+
+
+def _mattr(units: list[str], window: int) -> float:
+    if not units:
+        return 0.0
+    if len(units) <= window:
+        return len(set(units)) / len(units)
+    ratios = [len(set(units[i:i + window])) / window for i in range(0, len(units) - window + 1, max(1, window // 5))]
+    return statistics.fmean(ratios)
+
+
+def score(text: str, language: str | None = None) -> Score:
+    language = language or detect_language(text)
+    body = re.sub(r"^#.*$", "", text, flags=re.MULTILINE)  # headings are not prose
+    sentences = [s.strip() for s in _SENTENCE.findall(body) if len(s.strip()) > 1]
+    lengths = [len(_units(s, language)) or len(s) for s in sentences]
+    cv = statistics.pstdev(lengths) / statistics.fmean(lengths) if len(lengths) >= 2 and statistics.fmean(lengths) else 0.0
+    units = _units(body, language)
+    mattr = _mattr(units, 100 if language == "zh" else 50)
+    chars = max(1, len(re.sub(r"\s", "", body)))
+    stock = len(_STOCK.findall(body)) * 1000 / chars
+    n = 4 if language == "zh" else 3
+    grams = [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
+    repeated = (len(grams) - len(set(grams))) / len(grams) if grams else 0.0
+    components = {
+        "sentence_variation": round(_clamp(cv / 0.6), 4),
+        "lexical_diversity": round(_clamp((mattr - 0.35) / 0.40), 4),
+        "stock_phrases": round(_clamp(1 - stock / 4), 4),
+        "repetition": round(_clamp(1 - 5 * repeated), 4),
+    }
+    total = round(100 * sum(WEIGHTS[k] * v for k, v in components.items()), 1)
+    return Score(total, components, language)

@@ -1,0 +1,162 @@
+"""Capabilities as tools: declared from a function's signature, run by one dispatcher.
+
+A capability is a plain function ``fn(ctx, arg: Annotated[type, "description"], …)``
+whose docstring is the tool description the model sees (as in simonw/llm).
+``@capability`` builds a pydantic model from the signature, so the JSON schema
+offered to the model and the validation applied to its arguments are the same
+object. A capability without a docstring, or with an undescribed argument,
+fails at import time — not in the middle of a run.
+
+``Toolbox.execute`` is the only way a capability runs. It records every call in
+the ledger: rejected calls (unknown tool, bad JSON, schema violation) as failed
+executions, real ones as a row opened before the work and closed after it. The
+result the model sees is produced only after that row is committed, so the
+model is never told about a success the ledger does not hold.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from .errors import CapabilityError, ToolArgumentsError
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .ledger import Ledger
+    from .llm import ChatModel
+    from .prompts import Prompts
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunContext:
+    """What a capability may use: this run's id, config, ledger, model and prompts."""
+
+    run_id: str
+    cfg: Config
+    ledger: Ledger
+    llm: ChatModel
+    prompts: Prompts
+    execution_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, exactly as the model sent it
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def content(self) -> str:
+        return json.dumps({"ok": self.ok, **self.payload}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    fn: Callable[..., dict[str, Any]]
+
+    def schema(self) -> dict[str, Any]:
+        params = self.arguments.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            prop.pop("title", None)
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
+
+
+def capability(fn: Callable[..., dict[str, Any]]) -> Capability:
+    """Turn ``fn(ctx, …)`` into a Capability named after the function's module-level name."""
+    description = inspect.getdoc(fn)
+    if not description:
+        raise TypeError(f"capability {fn.__name__!r} has no docstring: the model needs a description")
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    for pname, param in list(inspect.signature(fn).parameters.items())[1:]:
+        hint = hints.get(pname)
+        if get_origin(hint) is not Annotated:
+            raise TypeError(f"capability {fn.__name__!r}: argument {pname!r} needs Annotated[type, 'description']")
+        base, *meta = get_args(hint)
+        desc = next((m for m in meta if isinstance(m, str)), None)
+        if not desc:
+            raise TypeError(f"capability {fn.__name__!r}: argument {pname!r} has no description")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (base, Field(default, description=desc))
+    model = create_model(f"{fn.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+    return Capability(fn.__name__, description, model, fn)
+
+
+def _schema_errors(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        msg = "unexpected argument" if err["type"] == "extra_forbidden" else err["msg"]
+        parts.append(f"{where}: {msg}")
+    return "; ".join(parts)
+
+
+class Toolbox:
+    """The registry of capabilities offered to the model, and their dispatcher."""
+
+    def __init__(self, capabilities: Iterable[Capability]) -> None:
+        self.capabilities = {c.name: c for c in capabilities}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.capabilities)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [c.schema() for c in self.capabilities.values()]
+
+    def _parse(self, call: ToolCall) -> tuple[Capability, BaseModel]:
+        cap = self.capabilities.get(call.name)
+        if cap is None:
+            raise ToolArgumentsError(f"unknown tool {call.name!r}; the tools are: {', '.join(self.names)}")
+        try:
+            raw = json.loads(call.arguments) if call.arguments and call.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolArgumentsError(f"arguments for {call.name} are not valid JSON ({exc.msg} at char {exc.pos}); send a JSON object") from None
+        if not isinstance(raw, dict):
+            raise ToolArgumentsError(f"arguments for {call.name} must be a JSON object, not {type(raw).__name__}")
+        try:
+            return cap, cap.arguments.model_validate(raw)
+        except ValidationError as exc:
+            raise ToolArgumentsError(f"arguments for {call.name} do not fit its schema: {_schema_errors(exc)}") from None
+
+    def execute(self, ctx: RunContext, call: ToolCall, turn_id: int | None) -> ToolResult:
+        try:
+            cap, args = self._parse(call)
+        except ToolArgumentsError as exc:
+            ctx.ledger.record_failed_call(ctx.run_id, turn_id, call.id, call.name, call.arguments, str(exc))
+            return ToolResult(False, {"error": str(exc)})
+
+        arguments = args.model_dump_json()
+        execution_id = ctx.ledger.begin_execution(ctx.run_id, turn_id, call.id, cap.name, arguments)
+        ctx.execution_id = execution_id
+        try:
+            result = cap.fn(ctx, **args.model_dump())
+        except CapabilityError as exc:
+            ctx.ledger.finish_execution(execution_id, ok=False, error=str(exc))
+            return ToolResult(False, {"error": str(exc)})
+        except BaseException as exc:
+            # Not the model's fault: record it, then let the run end on it.
+            ctx.ledger.finish_execution(execution_id, ok=False, error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            ctx.execution_id = None
+        ctx.ledger.finish_execution(execution_id, ok=True, result=result)
+        return ToolResult(True, result)
