@@ -53,11 +53,11 @@ DEFAULT_RULES: dict[str, list[str]] = {
         r"\bhumani[sz]ed\b", r"\bhumani[sz](e|ation) score\b", r"\bscored? (of |at )?\d{1,3}\b",
     ],
     "publish": [
-        r"已发布", r"发布成功", r"已推送", r"已上线", r"已发表",
+        r"已发布", r"发布成功", r"成功发布", r"已推送", r"已上线", r"已发表", r"已(将|把).{0,16}(发布|推送|上线|发表)",
         r"\bpublished\b", r"\bis (now )?live\b", r"\bwent live\b", r"\bposted (it|the article|the post)\b",
     ],
     "register": [
-        r"已登记", r"已写入台账", r"已入账", r"登记号", r"登记编号",
+        r"已登记", r"已写入台账", r"已入账", r"登记号", r"登记编号", r"已(将|把).{0,16}(登记|写入台账|入账)",
         r"\bregistered\b", r"\bregistration (number|no\.?|id)\b", r"\b(recorded|entered) in the ledger\b",
     ],
     "report": [

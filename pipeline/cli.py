@@ -27,8 +27,9 @@ claims_app = typer.Typer(no_args_is_help=True, help="Test claim rules against te
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(claims_app, name="claims")
 
-out = Console()
-err = Console(stderr=True)
+# soft_wrap: long lines (URLs, error messages) stay on one line for grep and cron mail.
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="Config file (default: $PIPELINE_CONFIG, else ./config.toml).")]
 
@@ -39,7 +40,7 @@ def _clean_errors(code_on_error: int | None = None):
     try:
         yield
     except PipelineError as exc:
-        err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        err.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(code_on_error if code_on_error is not None else int(exc.exit_code)) from None
 
 
@@ -99,7 +100,7 @@ def _print_summary(ledger, outcome) -> None:
         table.add_row(key.replace("_", " "), "—" if s[key] in (None, "") else str(s[key]))
     out.print(table)
     if outcome.error:
-        err.print(f"[red]{outcome.status}:[/] {outcome.error}", highlight=False)
+        err.print(f"{outcome.status}: {outcome.error}", markup=False, highlight=False)
     if outcome.exit_code != 0:
         err.print(f"see: pipeline ledger diff --run {outcome.run_id}", highlight=False)
 
@@ -114,9 +115,8 @@ def run(config: ConfigOpt = None, channel: Annotated[str, typer.Option(help="Cha
 
     with _clean_errors():
         cfg = config_mod.load(config)
-        ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
-        outcome = run_once(cfg, notify=_Progress(), channel=channel, ledger=ledger)
-        _print_summary(ledger, outcome)
+        outcome = run_once(cfg, notify=_Progress(), channel=channel)  # pre-flight checks first: no ledger on a config error
+        _print_summary(Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms), outcome)
     raise typer.Exit(outcome.exit_code)
 
 
@@ -139,19 +139,18 @@ def ledger_diff(config: ConfigOpt = None,
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
         out.print(f"[bold]run[/] {data['run_id']}  status [bold]{data['status']}[/] (exit {data['exit_code']}), nudges {data['nudges']}", highlight=False)
-        facts = Table(title="facts — what the system did", title_justify="left", show_edge=False)
-        for col in ("capability", "execution", "value"):
-            facts.add_column(col)
-        for f in data["facts"]:
-            facts.add_row(f["capability"], str(f["execution_id"]), "" if f["value"] is None else str(f["value"]))
-        out.print(facts)
-        claims = Table(title="claims — what the model said", title_justify="left", show_edge=False)
-        for col in ("status", "capability", "value", "text"):
-            claims.add_column(col)
-        colours = {"verified": "green", "unbacked": "red", "mismatch": "red"}
+        # One line per item and no wrapping: URLs stay whole for grep and for cron mail.
+        out.print("[bold]facts[/] — what the system did", highlight=False)
+        for f in data["facts"] or [{"capability": "(none)", "execution_id": "", "value": None}]:
+            value = "" if f["value"] is None else str(f["value"])
+            out.print(f"  [green]✓[/] {f['capability']:<9} {value}", soft_wrap=True, highlight=False)
+        out.print("[bold]claims[/] — what the model said", highlight=False)
+        marks = {"verified": "[green]✓ verified[/]", "unbacked": "[red]✗ unbacked[/]", "mismatch": "[red]✗ mismatch[/]"}
         for c in data["claims"]:
-            claims.add_row(f"[{colours[c['status']]}]{c['status']}[/]", c["capability"], c["value"] or "", c["text"])
-        out.print(claims)
+            turns = f" ({len(c['turn_ids'])} turns)" if len(c["turn_ids"]) > 1 else ""
+            value = f" {c['value']}" if c["value"] else ""
+            out.print(f"  {marks[c['status']]:<10} {c['capability']:<9}{value}  «{c['text']}»{turns}",
+                      soft_wrap=True, highlight=False)
         n = len(data["hallucinations"])
         out.print(f"[{'red' if n else 'green'}]{n} hallucination(s)[/]")
     raise typer.Exit(1 if data["hallucinations"] else 0)
@@ -242,7 +241,7 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
     else:
         table = Table(show_edge=False)
         for col in ("capability", "value", "status", "text"):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")
         for r in rows:
             table.add_row(r["capability"], r["value"] or "", r["status"] or "—", r["text"])
         out.print(table if rows else "no claims")

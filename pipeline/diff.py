@@ -17,10 +17,14 @@ def run_diff(ledger: Ledger, run_id: str | None) -> dict[str, Any] | None:
     run = ledger.get_run(run_id)
     if run is None:
         return None
-    claims = [
-        {"capability": c.capability, "text": c.text, "value": c.value, "status": c.status, "turn_id": c.turn_id}
-        for c in ledger.claims(run.id)
-    ]
+    # A claim repeated across nudged turns is one claim, made in several turns.
+    grouped: dict[tuple, dict[str, Any]] = {}
+    for c in ledger.claims(run.id):
+        key = (c.capability, c.value, c.status, c.text)
+        entry = grouped.setdefault(key, {"capability": c.capability, "text": c.text, "value": c.value,
+                                         "status": c.status, "turn_ids": []})
+        entry["turn_ids"].append(c.turn_id)
+    claims = list(grouped.values())
     return {
         "run_id": run.id,
         "status": run.status,

@@ -6,13 +6,14 @@ from the stored article. Four components, each 0..1, weighted into 0..100:
 =====================  ======  ==============================================
 component              weight  what it measures
 =====================  ======  ==============================================
-sentence_variation     0.30    coefficient of variation of sentence lengths
-                               (words for English, characters for Chinese);
-                               people mix short and long sentences. 1.0 at
-                               CV >= 0.6.
+sentence_variation     0.30    coefficient of variation (CV) of sentence
+                               lengths (words for English, characters for
+                               Chinese); people mix short and long sentences,
+                               models write even ones. 0 at CV <= 0.2, 1.0 at
+                               CV >= 0.8.
 lexical_diversity      0.25    moving-average type/token ratio (window 50
                                words, or 100 characters for Chinese); 0 at
-                               0.35, 1.0 at 0.75.
+                               0.45, 1.0 at 0.80.
 stock_phrases          0.30    1 − (stock AI phrases per 1,000 characters)/4,
                                floored at 0 ("delve", "in conclusion",
                                "it is worth noting", 总而言之, 值得注意的是 …).
@@ -87,8 +88,8 @@ def score(text: str, language: str | None = None) -> Score:
     grams = [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
     repeated = (len(grams) - len(set(grams))) / len(grams) if grams else 0.0
     components = {
-        "sentence_variation": round(_clamp(cv / 0.6), 4),
-        "lexical_diversity": round(_clamp((mattr - 0.35) / 0.40), 4),
+        "sentence_variation": round(_clamp((cv - 0.2) / 0.6), 4),
+        "lexical_diversity": round(_clamp((mattr - 0.45) / 0.35), 4),
         "stock_phrases": round(_clamp(1 - stock / 4), 4),
         "repetition": round(_clamp(1 - 5 * repeated), 4),
     }

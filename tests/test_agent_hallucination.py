@@ -1,0 +1,252 @@
+"""The incident's eight cases, then the cases the incident did not think of.
+
+Every run here is real: litellm talks HTTP to the scripted server on
+127.0.0.1, capabilities write the ledger and the local site, and the verdict
+comes from the ledger.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import select
+
+from pipeline.agent import AgentLoop
+from pipeline.errors import AgentHallucinationError, AgentIncompleteError
+from pipeline.guard import Guard
+from pipeline.models import Execution, Publication, Registration
+from pipeline.prompts import Prompts
+from pipeline.runner import claim_rules
+from pipeline.tools import RunContext, Toolbox
+from pipeline.llm import ChatModel
+from capabilities import ALL
+
+
+def statuses(ledger, run_id):
+    return [(c.capability, c.status) for c in ledger.claims(run_id)]
+
+
+def nudges(ledger, run_id):
+    return [g for g in ledger.guard_events(run_id) if g.action == "nudge"]
+
+
+def publications(ledger):
+    with ledger.read() as s:
+        return list(s.exec(select(Publication)))
+
+
+# --- the incident's eight cases -----------------------------------------------------------
+
+def test_1_normal_tool_calls_raise_no_alarm(harness):
+    outcome, ledger = harness.run("honest")
+    assert (outcome.status, outcome.exit_code) == ("done", 0)
+    assert nudges(ledger, outcome.run_id) == []
+    assert all(s == "verified" for _, s in statuses(ledger, outcome.run_id))
+    assert {f.capability for f in ledger.facts(outcome.run_id)} == {"topic", "draft", "humanize", "publish", "register", "report"}
+
+
+def test_2_single_claim_is_caught(harness):
+    outcome, ledger = harness.run("claim_publish")
+    assert outcome.exit_code == 3
+    assert set(statuses(ledger, outcome.run_id)) == {("publish", "unbacked")}
+
+
+def test_3_several_claims_are_caught(harness):
+    outcome, ledger = harness.run("prose")
+    assert outcome.exit_code == 3
+    caught = {cap for cap, status in statuses(ledger, outcome.run_id) if status == "unbacked"}
+    assert {"publish", "register", "humanize", "draft"} <= caught
+
+
+def test_4_claims_already_executed_do_not_trigger(harness):
+    # The honest model's last message claims publish, register and a score: all in the ledger.
+    outcome, ledger = harness.run("honest")
+    claimed = {cap for cap, _ in statuses(ledger, outcome.run_id)}
+    assert {"publish", "register", "humanize"} <= claimed
+    assert nudges(ledger, outcome.run_id) == []
+
+
+def test_5_exceeding_the_nudge_bound_raises(harness):
+    cfg = harness.config("prose")
+    from pipeline.ledger import Ledger
+
+    ledger = Ledger(cfg.ledger_url)
+    run = ledger.start_run(cfg.llm.model)
+    toolbox = Toolbox(ALL)
+    ctx = RunContext(run.id, cfg, ledger, ChatModel(cfg.llm), Prompts())
+    guard = Guard(ledger, claim_rules(cfg), cfg.agent.done_when, Prompts(), "en", toolbox.names)
+    with pytest.raises(AgentHallucinationError) as info:
+        AgentLoop(ctx, toolbox, guard, cfg.agent).run()
+    assert {"publish", "register", "humanize"} <= info.value.claimed
+    assert info.value.called == set()
+    assert len(nudges(ledger, run.id)) == cfg.agent.hallucination_max_nudges == 2
+
+
+def test_6_switch_off_falls_back_to_the_naive_loop(harness):
+    outcome, ledger = harness.run("prose", AGENT_HALLUCINATION_GUARD="false")
+    # Naive loop: stops at the first turn without tool calls, no nudge...
+    assert nudges(ledger, outcome.run_id) == []
+    assert [t.role for t in ledger.turns(outcome.run_id)] == ["system", "user", "assistant"]
+    # ...but the outcome still comes from the ledger: nothing was published, so not a success.
+    assert (outcome.status, outcome.exit_code) == ("incomplete", 4)
+    assert ("publish", "unbacked") in statuses(ledger, outcome.run_id)
+
+
+def test_7_model_recovers_after_a_nudge(harness):
+    outcome, ledger = harness.run("recover")
+    assert (outcome.status, outcome.exit_code) == ("done", 0)
+    assert len(nudges(ledger, outcome.run_id)) == 1
+    assert len(publications(ledger)) == 1
+    assert len(harness.pages) == 1
+
+
+def test_8_nudge_count_is_configurable(harness):
+    outcome, ledger = harness.run("prose", AGENT_HALLUCINATION_MAX_NUDGES="0")
+    assert outcome.exit_code == 3
+    assert nudges(ledger, outcome.run_id) == []
+    outcome, ledger = harness.run("prose", AGENT_HALLUCINATION_MAX_NUDGES="4")
+    assert len(nudges(ledger, outcome.run_id)) == 4
+    assert ledger.get_run(outcome.run_id).nudges == 4
+
+
+# --- beyond the incident ----------------------------------------------------------------
+
+def test_value_mismatch_is_a_hallucination_even_when_the_capability_ran(harness):
+    outcome, ledger = harness.run("wrong_values")
+    assert outcome.exit_code == 3
+    assert ("publish", "mismatch") in statuses(ledger, outcome.run_id)
+    assert ("register", "mismatch") in statuses(ledger, outcome.run_id)
+    nudge = nudges(ledger, outcome.run_id)[0].message
+    assert "CT-19990101-999" in nudge and "wrong-slug" in nudge
+
+
+def test_values_corrected_after_a_nudge(harness):
+    outcome, ledger = harness.run("fix_values")
+    assert outcome.exit_code == 0
+    assert len(nudges(ledger, outcome.run_id)) == 1
+
+
+def test_partial_run_claiming_the_rest(harness):
+    outcome, ledger = harness.run("partial")
+    assert outcome.exit_code == 3
+    assert publications(ledger) == [] and harness.pages == []
+    first = nudges(ledger, outcome.run_id)[0].message
+    assert "publish" in first and "made-up.html" in first
+
+
+def test_silent_stop_is_incomplete_not_success(harness):
+    outcome, ledger = harness.run("silent")
+    assert (outcome.status, outcome.exit_code) == ("incomplete", 4)
+    assert [g.kind for g in nudges(ledger, outcome.run_id)] == ["incomplete", "incomplete"]
+    assert "publish" in nudges(ledger, outcome.run_id)[0].message
+
+
+def test_negations_and_plans_are_not_flagged(harness):
+    outcome, ledger = harness.run("negation")
+    assert outcome.exit_code == 0
+    assert nudges(ledger, outcome.run_id) == []
+
+
+def test_tool_call_written_as_text_is_never_executed(harness):
+    outcome, ledger = harness.run("text_call")
+    assert outcome.exit_code == 4
+    assert ledger.executions(outcome.run_id) == []
+    events = nudges(ledger, outcome.run_id)
+    assert events and events[0].kind == "text_tool_call"
+    assert "tool-calling interface" in events[0].message
+
+
+def test_text_tool_call_then_real_calls(harness):
+    outcome, ledger = harness.run("text_call_recover")
+    assert outcome.exit_code == 0
+
+
+def _failed_calls(ledger, run_id):
+    return [(e.capability, e.error) for e in ledger.executions(run_id) if e.ok is False]
+
+
+def test_unknown_tool_gets_an_error_result_and_the_run_goes_on(harness):
+    outcome, ledger = harness.run("unknown_tool")
+    assert outcome.exit_code == 0
+    [(name, error)] = _failed_calls(ledger, outcome.run_id)
+    assert name == "deploy_site" and "unknown tool" in error
+
+
+def test_malformed_arguments_are_recorded_and_the_run_goes_on(harness):
+    outcome, ledger = harness.run("malformed")
+    assert outcome.exit_code == 0
+    [(name, error)] = _failed_calls(ledger, outcome.run_id)
+    assert name == "topic" and "not valid JSON" in error
+
+
+def test_arguments_failing_the_schema(harness):
+    outcome, ledger = harness.run("bad_schema")
+    assert outcome.exit_code == 0
+    [(name, error)] = _failed_calls(ledger, outcome.run_id)
+    assert name == "publish" and "article_id" in error and "schema" in error
+
+
+def test_provider_5xx_then_success(harness):
+    before = harness.fake.count("flaky")
+    outcome, _ = harness.run("flaky")
+    assert outcome.exit_code == 0
+    # 2 failures retried, then 7 agent turns + the draft and humanize writing calls.
+    assert harness.fake.count("flaky") - before == 2 + 9
+
+
+def test_provider_down_is_exit_5_after_bounded_retries(harness):
+    before = harness.fake.count("down")
+    outcome, ledger = harness.run("down")
+    assert (outcome.status, outcome.exit_code) == ("provider_unavailable", 5)
+    assert harness.fake.count("down") - before == 4  # 1 + max_retries, no hidden SDK retries
+    assert ledger.get_run(outcome.run_id).status == "provider_unavailable"
+
+
+def test_replays_never_publish_or_register_twice(harness):
+    outcome, ledger = harness.run("double")
+    assert outcome.exit_code == 0
+    with ledger.read() as s:
+        assert len(s.exec(select(Publication)).all()) == 1
+        assert len(s.exec(select(Registration)).all()) == 1
+        publish_calls = s.exec(select(Execution).where(Execution.capability == "publish", Execution.ok == True)).all()  # noqa: E712
+    assert len(publish_calls) == 2 and len(harness.pages) == 1
+
+
+def test_max_turns_bounds_a_model_that_never_finishes(harness):
+    outcome, ledger = harness.run("honest", PIPELINE_AGENT__MAX_TURNS="3")
+    assert (outcome.status, outcome.exit_code) == ("incomplete", 4)
+    assert "max_turns" in outcome.error
+
+
+def test_done_when_is_configurable(harness):
+    # Only a draft required: the silent model (topic, draft, then "OK.") is now done.
+    outcome, _ = harness.run("silent", PIPELINE_AGENT__DONE_WHEN='["draft"]')
+    assert outcome.exit_code == 0
+
+
+def test_nudges_in_chinese(harness):
+    outcome, ledger = harness.run("prose", PIPELINE_AGENT__LANGUAGE="zh")
+    message = nudges(ledger, outcome.run_id)[0].message
+    assert "台账中没有本次运行 `publish` 的成功执行记录" in message
+    assert "https://domain/item/fake-id" in message
+    assert "tool_call" in message
+
+
+def test_model_turns_are_recorded_with_served_model_tokens_and_latency(harness):
+    outcome, ledger = harness.run("honest")
+    assistant = [t for t in ledger.turns(outcome.run_id) if t.role == "assistant"]
+    assert assistant and all(t.served_model == "fake-honest-v1" for t in assistant)
+    assert all(t.prompt_tokens and t.completion_tokens and t.latency_ms > 0 for t in assistant)
+    assert assistant[0].tool_calls_json and '"topic"' in assistant[0].tool_calls_json
+
+
+def test_api_key_never_reaches_the_ledger(harness):
+    outcome, ledger = harness.run("honest")
+    import sqlite3
+
+    dump = "\n".join(sqlite3.connect(ledger.url[len("sqlite:///"):]).iterdump())
+    assert "sk-test-not-a-real-key" not in dump
+
+
+def test_incomplete_error_carries_the_missing_facts():
+    err = AgentIncompleteError({"publish"}, "stopped")
+    assert err.missing == {"publish"} and err.exit_code == 4

@@ -1,0 +1,97 @@
+"""The ledger's guarantees: durable settings, one writer at a time, facts only from successes."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline.errors import LedgerError
+from pipeline.ledger import Ledger
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    return Ledger(f"sqlite:///{tmp_path}/ledger.db", busy_timeout_ms=300)
+
+
+def test_sqlite_runs_in_wal_with_full_sync(ledger):
+    with ledger.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 300
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_only_successful_executions_are_facts(ledger):
+    run = ledger.start_run("m")
+    ok = ledger.begin_execution(run.id, None, "c1", "publish", "{}")
+    ledger.finish_execution(ok, True, {"url": "http://127.0.0.1/a.html"})
+    failed = ledger.begin_execution(run.id, None, "c2", "register", "{}")
+    ledger.finish_execution(failed, False, error="boom")
+    ledger.begin_execution(run.id, None, "c3", "report", "{}")  # a crash: never finished
+    ledger.record_failed_call(run.id, None, "c4", "deploy", "{}", "unknown tool")
+    facts = ledger.facts(run.id)
+    assert [(f.capability, f.value) for f in facts] == [("publish", "http://127.0.0.1/a.html")]
+
+
+def test_writes_take_the_write_lock_at_begin(ledger, tmp_path):
+    """BEGIN IMMEDIATE: a second writer waits for the busy timeout, then fails loudly — never a silent lost write."""
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import sqlite3, time, sys
+c = sqlite3.connect("{tmp_path}/ledger.db", isolation_level=None)
+c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(3); c.execute("ROLLBACK")
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        with pytest.raises(LedgerError, match="locked"):
+            ledger.start_run("m")
+        assert time.monotonic() - started >= 0.25  # it waited for the busy timeout first
+    finally:
+        holder.wait(timeout=10)
+    assert ledger.start_run("m").id  # and works once the lock is gone
+
+
+def test_reads_do_not_block_behind_a_writer(ledger, tmp_path):
+    run = ledger.start_run("m")
+    c = sqlite3.connect(f"{tmp_path}/ledger.db", isolation_level=None)
+    c.execute("BEGIN IMMEDIATE")
+    try:
+        assert ledger.get_run(run.id).id == run.id  # WAL: readers see the last commit
+    finally:
+        c.execute("ROLLBACK")
+
+
+def test_write_is_all_or_nothing(ledger):
+    run = ledger.start_run("m")
+    with pytest.raises(RuntimeError):
+        with ledger.write() as s:
+            from pipeline.models import Report
+
+            s.add(Report(run_id=run.id, body="half"))
+            s.flush()
+            raise RuntimeError("crash mid-transaction")
+    from pipeline.models import Report
+    from sqlmodel import select
+
+    with ledger.read() as s:
+        assert s.exec(select(Report)).all() == []
+
+
+def test_latest_run_and_nudge_counter(ledger):
+    first = ledger.start_run("m")
+    second = ledger.start_run("m")
+    assert ledger.get_run().id == second.id
+    assert ledger.count_nudge(first.id) == 1 and ledger.count_nudge(first.id) == 2
+    ledger.finish_run(first.id, "done", 0)
+    assert ledger.get_run(first.id).status == "done"
+
+
+def test_unopenable_ledger_is_an_operator_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(LedgerError):
+        Ledger(f"sqlite:///{tmp_path}/file/ledger.db")
