@@ -5,50 +5,152 @@ Order of events, each step committed before the next:
 1. The idempotency key ``sha256(run, article, content hash)`` goes into the
    ledger under a UNIQUE constraint (status ``pending``) *before* the external
    call. A repeat with the same key returns the first publication.
-2. The publisher writes the article and returns its URL.
-3. Verification: the URL's host is on ``allowed_domains``, the publisher's own
+2. If that row already existed and is not verified, an earlier attempt may
+   have reached the platform and died before writing down the result (a
+   crash, a timeout). The publisher's ``find`` is asked *first*, and a post
+   carrying this key is adopted instead of posting a second one.
+3. Otherwise the publisher writes the article and returns its URL.
+4. Verification: the URL's host is on ``allowed_domains``, the publisher's own
    check passes (the file is on disk with this content hash), and, if the site
    is being served, the URL answers HEAD with 2xx/3xx.
-4. Only then is the row marked ``verified``, and only then is the tool result
+5. Only then is the row marked ``verified``, and only then is the tool result
    (and so the fact) recorded. One verified publication per run: retries and
    nudges can never publish twice.
+
+A row stays ``pending`` while the outcome on the platform is unknown: after a
+crash, or a create that timed out and could not be found. ``recover_pending``
+settles such rows once their run is over, so the ledger and the platform
+agree again; the runner calls it at start.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
+from datetime import datetime, timedelta, timezone
 from typing import Annotated
 
 import httpx
 from sqlmodel import select
 
+from pipeline.config import Config
 from pipeline.content import slugify
-from pipeline.errors import CapabilityError
-from pipeline.models import Article, Publication, utcnow
-from pipeline.publishers import Published, get_publisher
+from pipeline.errors import CapabilityError, ConfigError, PipelineError
+from pipeline.ledger import Ledger
+from pipeline.models import Article, Publication, Run, utcnow
+from pipeline.publishers import Published, Publisher, PublishOutcomeUnknown, get_publisher, same_content
 from pipeline.tools import RunContext, capability
 from pipeline.verify import check_url, host_allowed
+
+log = logging.getLogger(__name__)
+
+# Test-only fault injection, read from the environment so a test can arm it in
+# a subprocess: "crash_after_platform_call" kills the process (exit 137, as
+# SIGKILL would) after the platform holds the post and before the ledger knows.
+# tests/test_crash.py uses it; nothing else may set it.
+FAULT_ENV = "PIPELINE_FAULT"
+RECOVERED = "recovered after crash"
+
+
+def _fault_point(name: str) -> None:
+    if os.environ.get(FAULT_ENV) == name:
+        os._exit(137)  # no cleanup, no commit: exactly what a kill -9 leaves behind
 
 
 def _result(p: Publication, **extra) -> dict:
     return {"publication_id": p.id, "url": p.url, "verified": p.status == "verified", "target": p.target, **extra}
 
 
-def _verify(ctx: RunContext, publisher, published: Published, digest: str) -> str | None:
+def _key(run_id: str, article: Article) -> str:
+    return hashlib.sha256(f"{run_id}:{article.id}:{article.content_hash}".encode()).hexdigest()
+
+
+def _slug(article: Article, key: str) -> str:
+    return slugify(article.title, f"a{article.id}-{key[:8]}")
+
+
+def _verify(cfg: Config, publisher: Publisher, published: Published, digest: str) -> str | None:
     """None when the publication is verified, else the reason it is not."""
-    allowed = ctx.cfg.publish.allowed_domains
+    allowed = cfg.publish.allowed_domains
     if not host_allowed(published.url, allowed):
         return f"{published.url} is not on [publish] allowed_domains {allowed}"
     problem = publisher.verify_local(published, digest)
     if problem:
         return problem
-    result = check_url(published.url, allowed, ctx.cfg.publish.verify_timeout_s)
+    result = check_url(published.url, allowed, cfg.publish.verify_timeout_s)
     if result.ok:
         return None
     if published.local_check and "ConnectError" in result.detail:
         # The local site is not being served right now; the file check above is the proof.
         return None
     return result.detail
+
+
+def _settle(ledger: Ledger, row_id: int, published: Published, problem: str | None, note: str) -> Publication:
+    """Write the outcome of a publication that reached the platform."""
+    with ledger.write() as s:
+        row = s.get(Publication, row_id)
+        row.url = published.url
+        row.status = "unverified" if problem else "verified"
+        row.verification = f"{note}; {problem}" if problem and note != "ok" else (problem or note)
+        row.verified_at = None if problem else utcnow()
+        s.add(row)
+    return row
+
+
+def _mark(ledger: Ledger, row_id: int, status: str, why: str) -> None:
+    with ledger.write() as s:
+        row = s.get(Publication, row_id)
+        row.status, row.verification = status, why
+        s.add(row)
+
+
+def _claim(ctx: RunContext, key: str, article: Article, target: str) -> tuple[Publication, bool]:
+    """The row for this key, inserted (pending) if absent; True when this call inserted it."""
+    with ctx.ledger.write() as s:
+        row = s.exec(select(Publication).where(Publication.idempotency_key == key)).first()
+        if row is not None:
+            return row, False
+        row = Publication(run_id=ctx.run_id, article_id=article.id, idempotency_key=key,
+                          target=target, content_hash=article.content_hash)
+        s.add(row)
+    return row, True
+
+
+def _find_earlier(publisher: Publisher, key: str, slug: str, digest: str) -> Published | None:
+    """What an earlier attempt with this key left on the platform; CapabilityError if the slug holds other content."""
+    try:
+        found = publisher.find(key=key, slug=slug)
+    except (OSError, httpx.HTTPError) as exc:
+        raise CapabilityError(f"cannot tell whether an earlier attempt reached {publisher.name} "
+                              f"({type(exc).__name__}: {exc}); not publishing twice, try again later") from None
+    if found is None:
+        return None
+    problem = same_content(found, key, digest)
+    if problem:
+        raise CapabilityError(f"an earlier publication with this key does not match this article: {problem}")
+    return found
+
+
+def _call_platform(ctx: RunContext, publisher: Publisher, row_id: int, key: str, slug: str, article: Article) -> Published:
+    """The one external side effect, with its failure written to the row before the error goes up."""
+    try:
+        return publisher.publish(key=key, slug=slug, title=article.title, body_markdown=article.body,
+                                 content_hash=article.content_hash)
+    except PublishOutcomeUnknown as exc:
+        # The platform may hold the post: stay pending so the next attempt or recovery asks find().
+        _mark(ctx.ledger, row_id, "pending", f"outcome unknown: {exc}")
+        raise
+    except ConfigError as exc:
+        _mark(ctx.ledger, row_id, "failed", f"ConfigError: {exc}")
+        raise
+    except CapabilityError as exc:
+        _mark(ctx.ledger, row_id, "failed", f"CapabilityError: {exc}")
+        raise
+    except (OSError, httpx.HTTPError) as exc:
+        _mark(ctx.ledger, row_id, "failed", f"{type(exc).__name__}: {exc}")
+        raise CapabilityError(f"publishing to {publisher.name} failed: {exc}") from None
 
 
 @capability
@@ -67,35 +169,94 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
     if article.score is None or article.score < threshold:
         raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; call humanize on the draft again")
 
-    key = hashlib.sha256(f"{ctx.run_id}:{article.id}:{article.content_hash}".encode()).hexdigest()
-    publisher = get_publisher(ctx.cfg)
-    with ctx.ledger.write() as s:
-        row = s.exec(select(Publication).where(Publication.idempotency_key == key)).first()
-        if row is None:
-            row = Publication(run_id=ctx.run_id, article_id=article.id, idempotency_key=key,
-                              target=publisher.name, content_hash=article.content_hash)
-            s.add(row)
+    key, publisher = _key(ctx.run_id, article), get_publisher(ctx.cfg)
+    slug = _slug(article, key)
+    row, fresh = _claim(ctx, key, article, publisher.name)
     if row.status == "verified":
         return _result(row, replayed=True)
+    if row.content_hash != article.content_hash:
+        raise CapabilityError(f"idempotency key {key[:12]}… was recorded for different content "
+                              f"({row.content_hash[:12]}… ≠ {article.content_hash[:12]}…); not publishing")
 
-    try:
-        published = publisher.publish(key=key, slug=slugify(article.title, f"a{article.id}-{key[:8]}"),
-                                      title=article.title, body_markdown=article.body, content_hash=article.content_hash)
-    except (OSError, httpx.HTTPError) as exc:
-        with ctx.ledger.write() as s:
-            row = s.get(Publication, row.id)
-            row.status, row.verification = "failed", f"{type(exc).__name__}: {exc}"
-            s.add(row)
-        raise CapabilityError(f"publishing to {publisher.name} failed: {exc}") from None
+    # A row that was already there may have reached the platform before its process died: look first.
+    published = None if fresh else _find_earlier(publisher, key, slug, article.content_hash)
+    note = "ok (adopted the post an earlier attempt made)" if published else "ok"
+    if published is None:
+        published = _call_platform(ctx, publisher, row.id, key, slug, article)
+    _fault_point("crash_after_platform_call")
 
-    problem = _verify(ctx, publisher, published, article.content_hash)
-    with ctx.ledger.write() as s:
-        row = s.get(Publication, row.id)
-        row.url = published.url
-        row.status = "unverified" if problem else "verified"
-        row.verification = problem or "ok"
-        row.verified_at = None if problem else utcnow()
-        s.add(row)
+    problem = _verify(ctx.cfg, publisher, published, article.content_hash)
+    row = _settle(ctx.ledger, row.id, published, problem, note)
     if problem:
         raise CapabilityError(f"published to {published.url} but it could not be verified: {problem}")
-    return _result(row)
+    return _result(row, adopted=True) if note != "ok" else _result(row)
+
+
+# --- crash recovery ----------------------------------------------------------
+
+
+def _aware(dt: datetime) -> datetime:
+    """SQLite hands datetimes back without a zone; the ledger writes UTC."""
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def _orphans(ledger: Ledger, cutoff: datetime, channel: str | None) -> list[tuple[Publication, Article]]:
+    """Pending publications whose run is over, or has been "running" since before ``cutoff``."""
+    query = (select(Publication, Run, Article)
+             .join(Run, Run.id == Publication.run_id)
+             .join(Article, Article.id == Publication.article_id)
+             .where(Publication.status == "pending")
+             .order_by(Publication.id))
+    if channel is not None:
+        query = query.where(Run.channel == channel)
+    with ledger.read() as s:
+        rows = s.exec(query).all()
+    return [(pub, art) for pub, run, art in rows if run.status != "running" or _aware(run.started_at) < cutoff]
+
+
+def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Publisher) -> bool:
+    """Ask the platform about one pending row and write down the answer; False if it was settled meanwhile."""
+    found = publisher.find(key=pub.idempotency_key, slug=_slug(article, pub.idempotency_key))
+    mismatch = same_content(found, pub.idempotency_key, pub.content_hash) if found else None
+    problem = None if found is None or mismatch else _verify(cfg, publisher, found, pub.content_hash)
+    with ledger.write() as s:
+        row = s.get(Publication, pub.id)
+        if row.status != "pending":  # someone else settled it first
+            return False
+        if found is None or mismatch:
+            row.status = "failed"
+            row.verification = f"{RECOVERED}: " + (mismatch or f"not on {pub.target}, so it was never published")
+        else:
+            row.url = found.url
+            row.status = "unverified" if problem else "verified"
+            row.verification = f"{RECOVERED}; {problem}" if problem else RECOVERED
+            row.verified_at = None if problem else utcnow()
+        s.add(row)
+    return True
+
+
+def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
+                    older_than_min: float | None = None) -> int:
+    """Settle publications left ``pending`` by runs that are no longer running; returns how many were settled.
+
+    A run counts as no longer running when its status is anything but
+    ``running``, or it has been ``running`` for more than ``older_than_min``
+    minutes (default ``[publish] recover_after_min``). Each row's publisher
+    (by the row's own target) is asked ``find``: a post with the row's key is
+    verified and the row marked ``verified`` ("recovered after crash"), or
+    ``unverified`` if its URL does not check out; no post means ``failed``.
+    A row the platform cannot answer for now is left pending for next time.
+
+    ``channel`` limits recovery to that channel's runs: channels may point the
+    same target at different sites, and only ``cfg``'s channel is known here.
+    """
+    minutes = cfg.publish.recover_after_min if older_than_min is None else older_than_min
+    settled, publishers = 0, {}
+    for pub, article in _orphans(ledger, utcnow() - timedelta(minutes=minutes), channel):
+        try:
+            if pub.target not in publishers:
+                publishers[pub.target] = get_publisher(cfg, pub.target)
+            settled += _recover_one(cfg, ledger, pub, article, publishers[pub.target])
+        except (PipelineError, OSError, httpx.HTTPError) as exc:
+            log.warning("publication %s (%s) left pending: %s", pub.id, pub.target, exc)
+    return settled

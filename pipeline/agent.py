@@ -22,8 +22,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from . import shutdown
 from .config import AgentConfig
-from .errors import AgentHallucinationError, AgentIncompleteError
+from .errors import AgentHallucinationError, AgentIncompleteError, RunInterrupted
 from .guard import Guard, Review
 from .tools import RunContext, Toolbox
 
@@ -54,6 +55,8 @@ class AgentLoop:
         ]
         nudges = 0  # consecutive nudges; reset when the model makes real progress
         for _ in range(self.cfg.max_turns):
+            if shutdown.requested():  # between steps: whatever ran last is committed
+                raise RunInterrupted("stop requested; stopped between two steps")
             reply = ctx.llm.complete(messages, tools=self.toolbox.schemas())
             turn = ledger.add_turn(
                 run_id, "assistant", reply.text,
@@ -68,7 +71,7 @@ class AgentLoop:
                 progressed = False
                 for call in reply.tool_calls:
                     self.notify("tool_start", name=call.name)
-                    result = self.toolbox.execute(ctx, call, turn.id)
+                    result = self.toolbox.execute(ctx, call, turn)
                     content = result.content()
                     ledger.add_turn(run_id, "tool", content, tool_call_id=call.id)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
@@ -79,16 +82,15 @@ class AgentLoop:
                 continue
 
             review = self.guard.review(run_id, reply.text)
-            ledger.record_claims(run_id, turn.id, [c.as_dict() for c in review.claims])
+            ledger.record_claims(run_id, turn, [c.as_dict() for c in review.claims])
             if not self.cfg.hallucination_guard:
-                return self._naive_end(review, turn.id)
+                return self._naive_end(review, turn)
             if review.kind is None:
                 return review
             if nudges < self.cfg.hallucination_max_nudges:
                 nudges += 1
-                total = ledger.count_nudge(run_id)
                 message = self.guard.nudge(review)
-                ledger.record_guard_event(run_id, turn.id, review.kind, "nudge", total, message)
+                ledger.record_guard_event(run_id, turn, review.kind, "nudge", 0, message)
                 log.warning("guard: %s in turn %s, nudge %d/%d", review.kind, turn.seq, nudges, self.cfg.hallucination_max_nudges)
                 self.notify("nudge", kind=review.kind, n=nudges, max=self.cfg.hallucination_max_nudges,
                             hallucinations=[c.as_dict() for c in review.hallucinations], missing=review.missing)
@@ -96,7 +98,7 @@ class AgentLoop:
                 messages.append({"role": "user", "content": message})
                 ledger.add_turn(run_id, "nudge", message)
                 continue
-            ledger.record_guard_event(run_id, turn.id, review.kind, "fail", nudges, self.guard.nudge(review))
+            ledger.record_guard_event(run_id, turn, review.kind, "fail", nudges, self.guard.nudge(review))
             self._fail(review, f"still {review.kind.replace('_', ' ')} after {nudges} nudge(s)")
 
         review = self.guard.review(run_id, "")
@@ -105,10 +107,10 @@ class AgentLoop:
             raise AgentIncompleteError(set(review.missing), f"max_turns {self.cfg.max_turns} reached")
         return review
 
-    def _naive_end(self, review: Review, turn_id: int | None) -> Review:
+    def _naive_end(self, review: Review, turn) -> Review:
         """Guard off: stop at the first turn without tool calls, judge by the ledger alone."""
         if review.kind:
-            self.ctx.ledger.record_guard_event(self.ctx.run_id, turn_id, review.kind, "off", 0, "guard disabled: no nudge")
+            self.ctx.ledger.record_guard_event(self.ctx.run_id, turn, review.kind, "off", 0, "guard disabled: no nudge")
         if review.missing:
             raise AgentIncompleteError(set(review.missing), "the model stopped calling tools (guard off)")
         return review

@@ -90,7 +90,7 @@ class _Progress:
 
 
 def _print_summary(ledger, outcome) -> None:
-    from capabilities.report import run_summary
+    from .reports import run_summary
 
     s = run_summary(ledger, outcome.run_id)
     table = Table(show_header=False, box=None, padding=(0, 2))
@@ -106,18 +106,132 @@ def _print_summary(ledger, outcome) -> None:
 
 
 @app.command()
-def run(config: ConfigOpt = None, channel: Annotated[str, typer.Option(help="Channel name recorded with the run.")] = "default",
+def run(config: ConfigOpt = None,
+        channel: Annotated[Optional[str], typer.Option(help="Channel to run (needed when [[channels]] declares several).")] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    """Run the pipeline once now (for cron). Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down."""
+    """Run the pipeline once now (for cron).
+
+    Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down, 75 locked, 130 interrupted.
+    """
+    from . import shutdown
+    from .errors import ChannelLocked
+    from .locks import channel_lock
+
     _setup_logging(verbose)
-    from .ledger import Ledger
-    from .runner import run_once
+    shutdown.install()
+    with _clean_errors():
+        cfg = config_mod.load(config).for_channel(channel)
+        try:
+            # The lock is taken before the heavy imports: an overlapping cron run gives up in well under a second.
+            with channel_lock(cfg, cfg.channel.name):
+                from .ledger import Ledger
+                from .runner import run_once
+
+                outcome = run_once(cfg, notify=_Progress(), lock_held=True)  # pre-flight next: no ledger on a config error
+                _print_summary(Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms), outcome)
+        except ChannelLocked as exc:
+            sys.stderr.write(f"{exc}\n")
+            raise typer.Exit(int(exc.exit_code)) from None
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command()
+def daemon(config: ConfigOpt = None, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    """Run every channel on its cron schedule until SIGTERM/SIGINT (then exit 0)."""
+    from . import daemon as daemon_mod
+    from .errors import ChannelLocked
+
+    _setup_logging(verbose)
+    path = str(config_mod.resolve_path(config))
+    with _clean_errors():
+        try:
+            code = daemon_mod.serve(path)
+        except ChannelLocked as exc:
+            sys.stderr.write(f"{exc}\n")
+            raise typer.Exit(int(exc.exit_code)) from None
+    raise typer.Exit(code)
+
+
+@app.command()
+def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Per channel: next run, last outcome and age, publications today. Exit 1 if a channel failed or is overdue."""
+    from .daemon import status as channel_status
+
+    with _clean_errors():
+        rows = channel_status(config_mod.load(config))
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        table = Table(show_edge=False)
+        for col in ("channel", "schedule", "next run", "last run", "status", "age", "published today", "health"):
+            table.add_column(col)
+        for r in rows:
+            age = "—" if r["last_age_s"] is None else f"{r['last_age_s'] // 60} min"
+            health = "[red]overdue[/]" if r["overdue"] else "[red]failed[/]" if r["failed"] else "[green]ok[/]"
+            table.add_row(r["channel"], f"{r['cron']} {r['timezone']}", r["next_run"] or "—", r["last_run"] or "—",
+                          r["last_status"] or "—", age, str(r["publications_today"]), health)
+        out.print(table)
+    raise typer.Exit(1 if any(r["overdue"] or r["failed"] for r in rows) else 0)
+
+
+@app.command()
+def report(config: ConfigOpt = None,
+           day: Annotated[Optional[str], typer.Option("--date", help="YYYY-MM-DD in [register] timezone (default: today).")] = None,
+           send: Annotated[bool, typer.Option("--send/--no-send", help="Post to the report webhook if one is configured.")] = True,
+           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Daily summary from the ledger: runs, publications, registrations, hallucinations caught, failures."""
+    from datetime import date, datetime
+    from zoneinfo import ZoneInfo
+
+    from .reports import daily_summary, deliver, render_daily
+
+    with _clean_errors():
+        cfg, ledger = _ledger(config)
+        tz = cfg.registration.timezone
+        try:
+            when = date.fromisoformat(day) if day else datetime.now(ZoneInfo(tz)).date()
+        except ValueError:
+            err.print(f"error: --date {day!r}: expected YYYY-MM-DD", markup=False)
+            raise typer.Exit(2) from None
+        summary = daily_summary(ledger, when, tz)
+        markdown = render_daily(summary)
+        summary["delivered_to"] = deliver(cfg, f"daily-{when.isoformat()}", markdown, send=send)
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    else:
+        from rich.markdown import Markdown
+
+        out.print(Markdown(markdown))
+        for where in summary["delivered_to"]:
+            err.print(f"written to {where}", markup=False, highlight=False)
+
+
+@app.command()
+def serve(config: ConfigOpt = None,
+          port: Annotated[Optional[int], typer.Option(help="Port (default: the one in [publish.local] base_url).")] = None) -> None:
+    """Preview the local site on 127.0.0.1 (Ctrl-C to stop)."""
+    import functools
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import urlsplit
 
     with _clean_errors():
         cfg = config_mod.load(config)
-        outcome = run_once(cfg, notify=_Progress(), channel=channel)  # pre-flight checks first: no ledger on a config error
-        _print_summary(Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms), outcome)
-    raise typer.Exit(outcome.exit_code)
+    directory = cfg.path(cfg.publish.local.dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    port = port or urlsplit(cfg.publish.local.base_url).port or 8765
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(directory))
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        err.print(f"error: cannot listen on 127.0.0.1:{port}: {exc.strerror}", markup=False)
+        raise typer.Exit(2) from None
+    out.print(f"serving {directory} at http://127.0.0.1:{port}/ (Ctrl-C to stop)", highlight=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 # --- ledger -------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .errors import ConfigError
 
@@ -65,8 +65,15 @@ class AgentConfig(_Section):
 
 
 class TopicConfig(_Section):
+    # A text file ("title | angle" a line) or a CSV with a title,angle,keywords header.
     backlog: str | None = "topics.txt"
+    # RSS/Atom feed URLs (or local files). Feed text is untrusted: quoted to the model, never obeyed.
+    feeds: list[str] = Field(default_factory=list)
+    feed_timeout_s: float = Field(10.0, gt=0)
+    max_feed_items: int = Field(30, ge=1)
     niche: str = "practical software engineering"
+    # A candidate this similar (0..1, difflib ratio of normalised titles) to a published topic is a repeat.
+    similarity_threshold: float = Field(0.85, ge=0, le=1)
 
 
 class DraftConfig(_Section):
@@ -87,16 +94,102 @@ class LocalPublishConfig(_Section):
     base_url: str = "http://127.0.0.1:8765"
 
 
+class WordPressPublishConfig(_Section):
+    # Site root (https://blog.example.com); the REST API lives under /wp-json/wp/v2/.
+    url: str = ""
+    username: str = ""
+    # Name of the variable holding the application password; the password is never read from a file.
+    password_env: str = "WORDPRESS_APP_PASSWORD"
+    # "draft" posts are not public, so their link answers 404 and stays unverified.
+    status: Literal["draft", "publish"] = "publish"
+
+
+class GhostPublishConfig(_Section):
+    url: str = ""
+    # Name of the variable holding the Admin API key "id:secret".
+    admin_key_env: str = "GHOST_ADMIN_KEY"
+    status: Literal["draft", "published"] = "published"
+
+
+class WebhookPublishConfig(_Section):
+    url: str = ""
+    # Optional: name of the variable holding an HMAC secret; when set, each body is signed
+    # in the X-Pipeline-Signature header ("sha256=<hex>").
+    secret_env: str = ""
+
+
 class PublishConfig(_Section):
     target: str = "local"
     allowed_domains: list[str] = Field(default_factory=lambda: ["127.0.0.1", "localhost"])
     verify_timeout_s: float = Field(5.0, gt=0)
+    # Remote platforms: per-request timeout, and how often a 5xx/timeout is retried.
+    timeout_s: float = Field(15.0, gt=0)
+    retries: int = Field(2, ge=0, le=5)
+    backoff_s: float = Field(0.5, ge=0)
+    # A pending publication of a run still "running" after this long is presumed crashed.
+    recover_after_min: float = Field(60.0, gt=0)
     local: LocalPublishConfig = Field(default_factory=LocalPublishConfig)
+    wordpress: WordPressPublishConfig = Field(default_factory=WordPressPublishConfig)
+    ghost: GhostPublishConfig = Field(default_factory=GhostPublishConfig)
+    webhook: WebhookPublishConfig = Field(default_factory=WebhookPublishConfig)
 
 
 class RegisterConfig(_Section):
     prefix: str = Field("CT", pattern=r"^[A-Z]{1,8}$")
     timezone: str = "UTC"
+
+
+class ChannelConfig(_Section):
+    """One independent pipeline sharing the ledger: its schedule and what it overrides."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    cron: str = "0 9 * * *"
+    timezone: str = "UTC"
+    # Tables merged over the top-level ones for this channel only.
+    agent: dict[str, Any] = Field(default_factory=dict)
+    topic: dict[str, Any] = Field(default_factory=dict)
+    draft: dict[str, Any] = Field(default_factory=dict)
+    humanize: dict[str, Any] = Field(default_factory=dict)
+    publish: dict[str, Any] = Field(default_factory=dict)
+    registration: dict[str, Any] = Field(default_factory=dict, alias="register")
+
+
+class ReportConfig(_Section):
+    # Each run's report and each daily summary are also written here as Markdown ("" to skip).
+    markdown_dir: str = "var/reports"
+    # Chat webhook for reports (Slack / Feishu / Lark / DingTalk / WeCom bot formats); env var name keeps the token out.
+    webhook_url: str = ""
+    webhook_url_env: str = ""
+    format: Literal["slack", "feishu", "lark", "dingtalk", "wecom"] = "slack"
+
+
+class DaemonConfig(_Section):
+    # Locks and the daemon's job store live here (relative to the config file).
+    state_dir: str = "var"
+    # Schedule of the implicit "default" channel when no [[channels]] are declared.
+    cron: str = "0 9 * * *"
+    timezone: str = "UTC"
+    # A tick missed by more than this (daemon down) is reported as missed, not run.
+    misfire_grace_time_s: int = Field(6 * 3600, ge=1)
+    # "thread": runs share the daemon process, its model and its ledger connection pool (measured
+    # 1.2x a single run for 20 channels due together on 2 cores). "process": a pool of worker
+    # processes, started and warmed at daemon start (each imports litellm: ~200 MB and seconds of CPU
+    # each), for hosts with many cores whose runs are CPU-heavy.
+    executor: Literal["process", "thread"] = "thread"
+    # Pool size; 0 = one per channel (at most 32), or 1 when the model is local (it needs every core).
+    workers: int = Field(0, ge=0, le=256)
+    # `pipeline status` calls a channel overdue when its last tick is this old and no run started for it.
+    overdue_after_s: int = Field(900, ge=0)
+
+
+class AlertsConfig(_Section):
+    # Chat webhook for every outcome other than success. Name an env var to keep the URL's token out of the file.
+    webhook_url: str = ""
+    webhook_url_env: str = ""
+    format: Literal["slack", "feishu", "lark", "dingtalk", "wecom"] = "slack"
+    # healthchecks.io-style base URL: <ping_url>/start when a run begins, <ping_url>/<exit code> when it ends.
+    ping_url: str = ""
+    timeout_s: float = Field(5.0, gt=0)
 
 
 class Config(_Section):
@@ -111,9 +204,62 @@ class Config(_Section):
     registration: RegisterConfig = Field(default_factory=RegisterConfig, alias="register")
     # Extra claim rules: capability -> list of regular expressions, added to the built-ins.
     claims: dict[str, list[str]] = Field(default_factory=dict)
+    report: ReportConfig = Field(default_factory=ReportConfig)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    channels: list[ChannelConfig] = Field(default_factory=list)
 
     # Where the file was read from; relative paths resolve against its directory.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _channel: ChannelConfig | None = PrivateAttr(default=None)
+
+    @field_validator("channels")
+    @classmethod
+    def _unique_channel_names(cls, value: list[ChannelConfig]) -> list[ChannelConfig]:
+        names = [c.name for c in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate channel names {dupes}")
+        return value
+
+    @property
+    def channel(self) -> ChannelConfig:
+        """This config's channel: the one it was made for, or the implicit default."""
+        if self._channel is not None:
+            return self._channel
+        return ChannelConfig(name="default", cron=self.daemon.cron, timezone=self.daemon.timezone)
+
+    def channel_names(self) -> list[str]:
+        return [c.name for c in self.channels] or ["default"]
+
+    def for_channel(self, name: str | None) -> Config:
+        """The effective config of one channel: its tables merged over the top-level ones."""
+        if not self.channels:
+            if name not in (None, "default"):
+                raise ConfigError(f"no channel {name!r}: this config declares no [[channels]]")
+            return self
+        if name is None:
+            if len(self.channels) > 1:
+                raise ConfigError(f"this config has several channels; pass --channel (one of {self.channel_names()})")
+            name = self.channels[0].name
+        chan = next((c for c in self.channels if c.name == name), None)
+        if chan is None:
+            raise ConfigError(f"no channel {name!r}; channels: {self.channel_names()}")
+        data = {k: v for k, v in self._raw.items() if k != "channels"}
+        for section, attr in (("agent", "agent"), ("topic", "topic"), ("draft", "draft"), ("humanize", "humanize"),
+                              ("publish", "publish"), ("register", "registration")):
+            _merge(data.setdefault(section, {}), getattr(chan, attr))
+        try:
+            cfg = Config.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, f"channel {name}")) from None
+        cfg.base_dir, cfg._raw, cfg._channel = self.base_dir, self._raw, chan
+        return cfg
+
+    @property
+    def state_dir(self) -> Path:
+        return self.path(self.daemon.state_dir)
 
     @field_validator("claims")
     @classmethod
@@ -160,6 +306,14 @@ def _set(data: dict[str, Any], dotted: list[str], value: Any) -> None:
             raise ConfigError(f"config: cannot override {'.'.join(dotted)}: {part} is not a table")
         node = nxt
     node[dotted[-1]] = value
+
+
+def _merge(into: dict[str, Any], overrides: dict[str, Any]) -> None:
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> None:
@@ -213,4 +367,7 @@ def load(explicit: str | os.PathLike[str] | None = None, environ: dict[str, str]
     except ValidationError as exc:
         raise ConfigError(_describe(exc, str(path))) from None
     cfg.base_dir = path.resolve().parent
+    cfg._raw = data
+    for chan in cfg.channels:  # surface a bad channel table now, not at 3 a.m.
+        cfg.for_channel(chan.name)
     return cfg

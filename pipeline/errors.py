@@ -7,6 +7,8 @@ Errors split by *who must fix them*, as smolagents does:
      │    ├── ConfigError             bad config file, bad env override, missing key   → exit 2
      │    ├── LedgerError             the ledger cannot be opened or written           → exit 1
      │    └── ProviderUnavailableError  the LLM provider failed after bounded retries   → exit 5
+     ├── ChannelLocked                another process is running this channel          → exit 75
+     ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
      ├── RunFailed                    the run ended without the business facts it needs
      │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
      │    └── AgentIncompleteError    required facts missing, no false claims          → exit 4
@@ -32,6 +34,8 @@ class ExitCode(IntEnum):
     HALLUCINATION = 3
     INCOMPLETE = 4
     PROVIDER_UNAVAILABLE = 5
+    LOCKED = 75  # EX_TEMPFAIL: try again later
+    INTERRUPTED = 130
 
 
 class PipelineError(Exception):
@@ -54,6 +58,18 @@ class LedgerError(OperatorError):
 
 class ProviderUnavailableError(OperatorError):
     exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class ChannelLocked(PipelineError):
+    """The channel's lock is held: a run of it is already in progress somewhere."""
+
+    exit_code = ExitCode.LOCKED
+
+
+class RunInterrupted(PipelineError):
+    """A stop was requested; the run stopped between two steps and is recorded as interrupted."""
+
+    exit_code = ExitCode.INTERRUPTED
 
 
 class RunFailed(PipelineError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -68,6 +69,18 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"r{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
+# Threads of one process queue on this lock before BEGIN IMMEDIATE. SQLite's busy handler
+# sleeps in coarse steps (up to 100 ms), so 20 daemon threads contending through it alone
+# would spend most of their time asleep; other processes still meet the busy timeout.
+_write_locks: dict[str, threading.Lock] = {}
+_write_locks_guard = threading.Lock()
+
+
+def _write_lock(url: str) -> threading.Lock:
+    with _write_locks_guard:
+        return _write_locks.setdefault(url, threading.Lock())
+
+
 def _sqlite_pragmas(busy_timeout_ms: int):
     def on_connect(dbapi_conn, _record) -> None:
         # Let SQLAlchemy (not pysqlite) decide when transactions begin: the
@@ -94,6 +107,12 @@ class Ledger:
     def __init__(self, url: str, busy_timeout_ms: int = 5000) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self._lock = _write_lock(url) if self.is_sqlite else threading.Lock()
+        # Records of what the model *said* (turns, opened executions) ride along with the next
+        # write instead of paying a commit (an fsync) each; facts are never deferred.
+        self._deferred: list[tuple[SQLModel, Turn | None]] = []
+        self._deferred_lock = threading.Lock()
+        self._seq: dict[str, int] = {}
         try:
             if self.is_sqlite and url.startswith("sqlite:///") and ":memory:" not in url:
                 Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +123,10 @@ class Ledger:
             if self.is_sqlite:
                 event.listen(self.engine, "connect", _sqlite_pragmas(busy_timeout_ms))
                 event.listen(self.engine, "begin", _sqlite_begin)
-            SQLModel.metadata.create_all(self.engine, tables=[t.__table__ for t in _TABLES])
+            # Schema creation reads, then writes: under a deferred BEGIN two processes starting
+            # together would fail with "database is locked" instead of waiting their turn.
+            with self.engine.connect() as conn, conn.execution_options(ledger_write=True).begin():
+                SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in _TABLES])
         except (SQLAlchemyError, OSError) as exc:
             raise LedgerError(f"ledger {url}: cannot open: {exc}") from None
 
@@ -112,16 +134,41 @@ class Ledger:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        """A write transaction. Returns only after COMMIT; rolls back on error."""
+        """A write transaction. Returns only after COMMIT; rolls back on error.
+
+        Deferred records are inserted first, in order, so they commit with this transaction.
+        """
+        with self._deferred_lock:
+            deferred, self._deferred = self._deferred, []
         try:
-            with self.engine.connect() as conn:
+            with self._lock, self.engine.connect() as conn:
                 conn = conn.execution_options(ledger_write=True)
                 with conn.begin():
                     with Session(bind=conn, expire_on_commit=False) as session:
+                        for obj, turn in deferred:
+                            if turn is not None:
+                                obj.turn_id = turn.id  # the turn was flushed just before
+                            session.add(obj)
+                            session.flush()
                         yield session
                         session.flush()
-        except OperationalError as exc:
-            raise LedgerError(f"ledger write failed: {exc.orig}") from None
+        except BaseException as exc:
+            with self._deferred_lock:  # not committed: keep them for the next write
+                self._deferred[:0] = deferred
+            if isinstance(exc, OperationalError):
+                raise LedgerError(f"ledger write failed: {exc.orig}") from None
+            raise
+
+    def defer(self, obj: SQLModel, turn: Turn | None = None) -> None:
+        """Insert ``obj`` with the next write (``turn``: a deferred turn whose id it references)."""
+        with self._deferred_lock:
+            self._deferred.append((obj, turn))
+
+    def flush(self) -> None:
+        """Commit deferred records now."""
+        if self._deferred:
+            with self.write():
+                pass
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -129,6 +176,7 @@ class Ledger:
             yield session
 
     def close(self) -> None:
+        self.flush()
         self.engine.dispose()
 
     # --- runs -------------------------------------------------------------
@@ -167,40 +215,45 @@ class Ledger:
     # --- turns and executions ----------------------------------------------
 
     def add_turn(self, run_id: str, role: str, content: str | None, **extra: Any) -> Turn:
-        with self.write() as s:
-            seq = s.exec(text("SELECT COALESCE(MAX(seq), 0) + 1 FROM turns WHERE run_id = :r").bindparams(r=run_id)).one()[0]
-            turn = Turn(run_id=run_id, seq=seq, role=role, content=content, **extra)
-            s.add(turn)
+        """Record a message (deferred: it commits with the next write)."""
+        with self._deferred_lock:
+            if run_id not in self._seq:
+                with self.read() as s:
+                    self._seq[run_id] = s.exec(text("SELECT COALESCE(MAX(seq), 0) FROM turns WHERE run_id = :r")
+                                               .bindparams(r=run_id)).one()[0]
+            self._seq[run_id] += 1
+            turn = Turn(run_id=run_id, seq=self._seq[run_id], role=role, content=content, **extra)
+        self.defer(turn)
         return turn
 
-    def begin_execution(self, run_id: str, turn_id: int | None, call_id: str | None, capability: str, arguments: str) -> int:
-        with self.write() as s:
-            ex = Execution(run_id=run_id, turn_id=turn_id, call_id=call_id, capability=capability, arguments_json=arguments)
-            s.add(ex)
-            s.flush()
-            return ex.id
+    def open_execution(self, run_id: str, turn: Turn | None, call_id: str | None, capability: str, arguments: str) -> Execution:
+        """An execution about to run (``ok`` NULL: never a fact). Deferred: commits with the capability's first write."""
+        ex = Execution(run_id=run_id, call_id=call_id, capability=capability, arguments_json=arguments)
+        self.defer(ex, turn)
+        return ex
 
-    def finish_execution(self, execution_id: int, ok: bool, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+    def close_execution(self, ex: Execution, ok: bool, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+        """Settle an execution. Committed before returning: only then may the model hear of it."""
+        ex.ok = ok
+        ex.result_json = json.dumps(result, ensure_ascii=False) if result is not None else None
+        ex.error = error
+        ex.finished_at = utcnow()
         with self.write() as s:
-            ex = s.get(Execution, execution_id)
-            ex.ok = ok
-            ex.result_json = json.dumps(result, ensure_ascii=False) if result is not None else None
-            ex.error = error
-            ex.finished_at = utcnow()
             s.add(ex)
 
-    def record_failed_call(self, run_id: str, turn_id: int | None, call_id: str | None, capability: str, arguments: str, error: str) -> None:
+    def record_failed_call(self, run_id: str, turn: Turn | None, call_id: str | None, capability: str, arguments: str, error: str) -> None:
         """A call rejected before it ran (unknown tool, bad JSON, schema): never a fact."""
-        with self.write() as s:
-            now = utcnow()
-            s.add(Execution(run_id=run_id, turn_id=turn_id, call_id=call_id, capability=capability,
-                            arguments_json=arguments, ok=False, error=error, started_at=now, finished_at=now))
+        now = utcnow()
+        self.defer(Execution(run_id=run_id, call_id=call_id, capability=capability, arguments_json=arguments,
+                             ok=False, error=error, started_at=now, finished_at=now), turn)
 
     def turns(self, run_id: str) -> list[Turn]:
+        self.flush()
         with self.read() as s:
             return list(s.exec(select(Turn).where(Turn.run_id == run_id).order_by(Turn.seq)))
 
     def executions(self, run_id: str) -> list[Execution]:
+        self.flush()
         with self.read() as s:
             return list(s.exec(select(Execution).where(Execution.run_id == run_id).order_by(Execution.id)))
 
@@ -216,21 +269,29 @@ class Ledger:
             out.append(Fact(ex.capability, ex.id, result.get(FACT_VALUE_KEYS.get(ex.capability, "")), result, ex.finished_at))
         return out
 
-    def record_claims(self, run_id: str, turn_id: int | None, claims: list[dict[str, Any]]) -> None:
+    def record_claims(self, run_id: str, turn: Turn | None, claims: list[dict[str, Any]]) -> None:
         if not claims:
             return
         with self.write() as s:
             for c in claims:
-                s.add(Claim(run_id=run_id, turn_id=turn_id, capability=c["capability"], text=c["text"],
+                s.add(Claim(run_id=run_id, turn_id=turn.id if turn else None, capability=c["capability"], text=c["text"],
                             value=None if c.get("value") is None else str(c["value"]), status=c["status"]))
 
     def claims(self, run_id: str) -> list[Claim]:
         with self.read() as s:
             return list(s.exec(select(Claim).where(Claim.run_id == run_id).order_by(Claim.id)))
 
-    def record_guard_event(self, run_id: str, turn_id: int | None, kind: str, action: str, nudge_no: int, message: str) -> None:
+    def record_guard_event(self, run_id: str, turn: Turn | None, kind: str, action: str, nudge_no: int, message: str) -> int:
+        """Record a guard decision; a nudge also counts on the run. Returns the nudge number."""
         with self.write() as s:
-            s.add(GuardEvent(run_id=run_id, turn_id=turn_id, kind=kind, action=action, nudge_no=nudge_no, message=message))
+            if action == "nudge":
+                run = s.get(Run, run_id)
+                run.nudges += 1
+                nudge_no = run.nudges
+                s.add(run)
+            s.add(GuardEvent(run_id=run_id, turn_id=turn.id if turn else None, kind=kind, action=action,
+                             nudge_no=nudge_no, message=message))
+        return nudge_no
 
     def guard_events(self, run_id: str) -> list[GuardEvent]:
         with self.read() as s:

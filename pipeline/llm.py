@@ -104,6 +104,9 @@ class ChatModel:
             kwargs["api_base"] = self.cfg.api_base
         if api_key:
             kwargs["api_key"] = api_key
+        elif self.cfg.api_base:
+            # A keyless OpenAI-compatible server: the OpenAI client still insists on some key.
+            kwargs["api_key"] = "no-key"
         if tools:
             kwargs["tools"] = tools
             kwargs["tool_choice"] = "auto"

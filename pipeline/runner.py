@@ -15,19 +15,35 @@ import traceback
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from . import shutdown
 from .agent import AgentLoop, Notify
+from .alerts import Alerter
 from .claims import ClaimRules
 from .config import Config
 from .errors import (AgentHallucinationError, AgentIncompleteError, ConfigError, ExitCode, PipelineError,
-                     ProviderUnavailableError)
+                     ProviderUnavailableError, RunInterrupted)
 from .guard import Guard
 from .ledger import Ledger
 from .llm import ChatModel
+from .locks import channel_lock
 from .prompts import Prompts
 from .publishers import get_publisher
 from .tools import RunContext, Toolbox
 
 log = logging.getLogger(__name__)
+
+
+_toolbox: Toolbox | None = None
+
+
+def toolbox() -> Toolbox:
+    """The capabilities offered to the model; built once per process (their schemas never change)."""
+    global _toolbox
+    if _toolbox is None:
+        from capabilities import ALL
+
+        _toolbox = Toolbox(ALL)
+    return _toolbox
 
 
 @dataclass
@@ -59,34 +75,56 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
     return rules
 
 
-def run_once(cfg: Config, notify: Notify | None = None, channel: str = "default",
-             llm: ChatModel | None = None, ledger: Ledger | None = None, prompts: Prompts | None = None) -> RunOutcome:
-    from capabilities import ALL
+def run_once(cfg: Config, notify: Notify | None = None, llm: ChatModel | None = None,
+             ledger: Ledger | None = None, prompts: Prompts | None = None, lock_held: bool = False) -> RunOutcome:
+    """One run of ``cfg.channel``. Raises ChannelLocked (exit 75) before touching anything if it is running elsewhere.
 
+    ``lock_held``: the caller already holds the channel lock (the CLI takes it before heavy imports).
+    """
+    if lock_held:
+        return _locked_run(cfg, notify, llm, ledger, prompts)
+    with channel_lock(cfg, cfg.channel.name):
+        return _locked_run(cfg, notify, llm, ledger, prompts)
+
+
+def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledger: Ledger | None,
+                prompts: Prompts | None) -> RunOutcome:
+    from capabilities.publish import recover_pending
+
+    channel = cfg.channel.name
     prompts = prompts or Prompts()
     rules = preflight(cfg, prompts)
     own_ledger = ledger is None
     ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    # A publication left pending by a crashed run of this channel: adopt it (or not) before
+    # anything can publish again, so a crash-restart never publishes twice.
+    recover_pending(cfg, ledger, channel=channel)
     llm = llm or ChatModel(cfg.llm)
-    toolbox = Toolbox(ALL)
+    tools = toolbox()
+    alerter = Alerter(cfg.alerts)
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard)
+    alerter.started()
     ctx = RunContext(run.id, cfg, ledger, llm, prompts)
-    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, toolbox.names)
+    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names)
     if notify:
-        notify("start", run_id=run.id, model=cfg.llm.model)
+        notify("start", run_id=run.id, model=cfg.llm.model, channel=channel)
     status, code, error = "done", ExitCode.DONE, None
     try:
-        AgentLoop(ctx, toolbox, guard, cfg.agent, notify, channel).run()
+        if shutdown.requested():
+            raise RunInterrupted("stop requested before the run began")
+        AgentLoop(ctx, tools, guard, cfg.agent, notify, channel).run()
     except AgentHallucinationError as exc:
         status, code, error = "hallucination", exc.exit_code, str(exc)
     except AgentIncompleteError as exc:
         status, code, error = "incomplete", exc.exit_code, str(exc)
     except ProviderUnavailableError as exc:
         status, code, error = "provider_unavailable", exc.exit_code, str(exc)
+    except RunInterrupted as exc:
+        status, code, error = "interrupted", exc.exit_code, str(exc)
     except PipelineError as exc:
         status, code, error = "error", exc.exit_code, str(exc)
     except KeyboardInterrupt:
-        ledger.finish_run(run.id, "interrupted", 130, "interrupted by the operator")
+        ledger.finish_run(run.id, "interrupted", int(ExitCode.INTERRUPTED), "interrupted by the operator")
         raise
     except Exception as exc:  # a bug: record it, keep the traceback in the log
         log.error("run %s crashed:\n%s", run.id, traceback.format_exc())
@@ -94,6 +132,7 @@ def run_once(cfg: Config, notify: Notify | None = None, channel: str = "default"
     ledger.finish_run(run.id, status, int(code), error)
     if status != "done":
         log.error("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, status, code, error, run.id)
+    alerter.finished(channel, run.id, status, int(code), error)
     if own_ledger:
         ledger.close()
     return RunOutcome(run.id, status, int(code), error)

@@ -45,7 +45,6 @@ class RunContext:
     ledger: Ledger
     llm: ChatModel
     prompts: Prompts
-    execution_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,13 +113,14 @@ class Toolbox:
 
     def __init__(self, capabilities: Iterable[Capability]) -> None:
         self.capabilities = {c.name: c for c in capabilities}
+        self._schemas = [c.schema() for c in self.capabilities.values()]  # built once: sent every turn
 
     @property
     def names(self) -> list[str]:
         return list(self.capabilities)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [c.schema() for c in self.capabilities.values()]
+        return self._schemas
 
     def _parse(self, call: ToolCall) -> tuple[Capability, BaseModel]:
         cap = self.capabilities.get(call.name)
@@ -137,26 +137,22 @@ class Toolbox:
         except ValidationError as exc:
             raise ToolArgumentsError(f"arguments for {call.name} do not fit its schema: {_schema_errors(exc)}") from None
 
-    def execute(self, ctx: RunContext, call: ToolCall, turn_id: int | None) -> ToolResult:
+    def execute(self, ctx: RunContext, call: ToolCall, turn: Any = None) -> ToolResult:
         try:
             cap, args = self._parse(call)
         except ToolArgumentsError as exc:
-            ctx.ledger.record_failed_call(ctx.run_id, turn_id, call.id, call.name, call.arguments, str(exc))
+            ctx.ledger.record_failed_call(ctx.run_id, turn, call.id, call.name, call.arguments, str(exc))
             return ToolResult(False, {"error": str(exc)})
 
-        arguments = args.model_dump_json()
-        execution_id = ctx.ledger.begin_execution(ctx.run_id, turn_id, call.id, cap.name, arguments)
-        ctx.execution_id = execution_id
+        execution = ctx.ledger.open_execution(ctx.run_id, turn, call.id, cap.name, args.model_dump_json())
         try:
             result = cap.fn(ctx, **args.model_dump())
         except CapabilityError as exc:
-            ctx.ledger.finish_execution(execution_id, ok=False, error=str(exc))
+            ctx.ledger.close_execution(execution, ok=False, error=str(exc))
             return ToolResult(False, {"error": str(exc)})
         except BaseException as exc:
             # Not the model's fault: record it, then let the run end on it.
-            ctx.ledger.finish_execution(execution_id, ok=False, error=f"{type(exc).__name__}: {exc}")
+            ctx.ledger.close_execution(execution, ok=False, error=f"{type(exc).__name__}: {exc}")
             raise
-        finally:
-            ctx.execution_id = None
-        ctx.ledger.finish_execution(execution_id, ok=True, result=result)
+        ctx.ledger.close_execution(execution, ok=True, result=result)
         return ToolResult(True, result)

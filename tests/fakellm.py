@@ -234,6 +234,10 @@ class FakeLLM:
                 messages = req.get("messages", [])
                 if req.get("tools"):
                     msg = agent_turn(scenario, messages, n)
+                elif req.get("response_format"):  # topic brainstorming, JSON-schema constrained
+                    msg = {"content": json.dumps({"candidates": [
+                        {"title": f"Brainstormed topic {n}", "angle": "an angle"},
+                        {"title": f"Another idea {n}", "angle": "another angle"}]})}
                 else:
                     system = next((m["content"] for m in messages if m["role"] == "system"), "")
                     msg = {"content": HUMANIZED if "editor" in system.lower() else DRAFT}
@@ -251,7 +255,9 @@ class FakeLLM:
         return Handler
 
 
-if __name__ == "__main__":  # python tests/fakellm.py  → serve until Ctrl-C
-    fake = FakeLLM().start()
+if __name__ == "__main__":  # python tests/fakellm.py [delay_s]  → serve until killed
+    import sys
+
+    fake = FakeLLM(delay_s=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0).start()
     print(fake.api_base, flush=True)
     threading.Event().wait()

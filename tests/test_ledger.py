@@ -28,14 +28,31 @@ def test_sqlite_runs_in_wal_with_full_sync(ledger):
 
 def test_only_successful_executions_are_facts(ledger):
     run = ledger.start_run("m")
-    ok = ledger.begin_execution(run.id, None, "c1", "publish", "{}")
-    ledger.finish_execution(ok, True, {"url": "http://127.0.0.1/a.html"})
-    failed = ledger.begin_execution(run.id, None, "c2", "register", "{}")
-    ledger.finish_execution(failed, False, error="boom")
-    ledger.begin_execution(run.id, None, "c3", "report", "{}")  # a crash: never finished
-    ledger.record_failed_call(run.id, None, "c4", "deploy", "{}", "unknown tool")
+    turn = ledger.add_turn(run.id, "assistant", None)
+    ok = ledger.open_execution(run.id, turn, "c1", "publish", "{}")
+    ledger.close_execution(ok, True, {"url": "http://127.0.0.1/a.html"})
+    failed = ledger.open_execution(run.id, turn, "c2", "register", "{}")
+    ledger.close_execution(failed, False, error="boom")
+    ledger.open_execution(run.id, turn, "c3", "report", "{}")  # a crash: never finished
+    ledger.record_failed_call(run.id, turn, "c4", "deploy", "{}", "unknown tool")
     facts = ledger.facts(run.id)
     assert [(f.capability, f.value) for f in facts] == [("publish", "http://127.0.0.1/a.html")]
+    executions = ledger.executions(run.id)
+    assert [e.ok for e in executions] == [True, False, None, False]
+    assert {e.turn_id for e in executions} == {turn.id} and turn.id is not None
+
+
+def test_turns_are_deferred_to_the_next_write_but_never_lost(ledger):
+    run = ledger.start_run("m")
+    first = ledger.add_turn(run.id, "user", "hello")
+    second = ledger.add_turn(run.id, "assistant", "hi")
+    assert first.id is None  # not committed yet: no fsync spent on it
+    ledger.record_claims(run.id, second, [{"capability": "publish", "text": "published", "status": "unbacked"}])
+    assert first.id and second.id > first.id
+    assert [c.turn_id for c in ledger.claims(run.id)] == [second.id]
+    ledger.add_turn(run.id, "assistant", "bye")
+    ledger.close()  # closing commits what is still deferred
+    assert [t.seq for t in Ledger(ledger.url).turns(run.id)] == [1, 2, 3]
 
 
 def test_writes_take_the_write_lock_at_begin(ledger, tmp_path):

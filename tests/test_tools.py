@@ -63,6 +63,6 @@ class _Ctx:
 ])
 def test_rejected_calls_are_recorded_and_explained(call, needle):
     ctx = _Ctx()
-    result = Toolbox(ALL).execute(ctx, call, turn_id=None)
+    result = Toolbox(ALL).execute(ctx, call, turn=None)
     assert not result.ok and needle in result.payload["error"]
     assert len(ctx.ledger.failed) == 1 and ctx.ledger.failed[0][3] == call.name
