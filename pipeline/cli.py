@@ -67,22 +67,33 @@ class _Progress:
 
     def __init__(self) -> None:
         self.status = None
+        self.started = 0.0
 
     def __call__(self, event: str, **data: Any) -> None:
         if event == "start":
             out.print(f"[bold]run[/] {data['run_id']}  model [cyan]{data['model']}[/]", highlight=False)
         elif event == "tool_start":
+            import time
+
+            self.started = time.perf_counter()
             self.status = err.status(f"{data['name']} …")
             self.status.start()
         elif event == "tool_end":
+            import time
+
             if self.status:
                 self.status.stop()
+            took = f"{time.perf_counter() - self.started:6.1f}s"
             p = data["payload"]
             if data["ok"]:
                 shown = {k: v for k, v in p.items() if k in ("title", "article_id", "score", "url", "registration_no", "publication_id", "replayed")}
-                out.print(f"  [green]✓[/] {data['name']:<9} {json.dumps(shown, ensure_ascii=False)}", highlight=False)
+                out.print(f"  [green]✓[/] {data['name']:<9} {took}  {json.dumps(shown, ensure_ascii=False)}", highlight=False)
             else:
-                out.print(f"  [red]✗[/] {data['name']:<9} {p.get('error')}", highlight=False)
+                out.print(f"  [red]✗[/] {data['name']:<9} {took}  {p.get('error')}", highlight=False)
+        elif event == "turn" and not data["calls"]:
+            from rich.markup import escape
+
+            out.print(f"  [dim]model: {escape((data['text'] or '(empty)')[:160])}[/]", highlight=False)
         elif event == "nudge":
             what = ", ".join(f"{h['capability']} {h['status']}" + (f" ({h['value']})" if h.get("value") else "")
                              for h in data["hallucinations"]) or f"missing {', '.join(data['missing'])}"
@@ -93,12 +104,11 @@ def _print_summary(ledger, outcome) -> None:
     from .reports import run_summary
 
     s = run_summary(ledger, outcome.run_id)
-    table = Table(show_header=False, box=None, padding=(0, 2))
     colour = "green" if outcome.exit_code == 0 else "red"
-    table.add_row("status", f"[{colour}]{outcome.status}[/] (exit {outcome.exit_code})")
+    out.print(f"[bold]status[/]                 [{colour}]{outcome.status}[/] (exit {outcome.exit_code})", highlight=False)
     for key in ("topic", "title", "score", "url", "registration_no", "nudges", "hallucinations_caught"):
-        table.add_row(key.replace("_", " "), "—" if s[key] in (None, "") else str(s[key]))
-    out.print(table)
+        value = "—" if s[key] in (None, "") else str(s[key])
+        out.print(f"[bold]{key.replace('_', ' '):<22}[/] {value}", highlight=False)  # one line each: URLs stay whole
     if outcome.error:
         err.print(f"{outcome.status}: {outcome.error}", markup=False, highlight=False)
     if outcome.exit_code != 0:
