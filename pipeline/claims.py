@@ -172,6 +172,20 @@ class ClaimRules:
         return self.judge(self.extract(text), facts)
 
 
+def claim_rules(cfg) -> ClaimRules:
+    """The rules for a deployment: built-ins, ``[claims]`` extras, its registration prefix and hosts."""
+    from .errors import ConfigError
+
+    hosts = list(cfg.publish.allowed_domains)
+    base_host = urlsplit(cfg.publish.local.base_url).hostname
+    if base_host:
+        hosts.append(base_host)
+    try:
+        return ClaimRules(cfg.claims, cfg.registration.prefix, hosts)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def facts_from_mapping(data: Mapping[str, Any]) -> dict[str, list[Any]]:
     """Read the ``--facts`` JSON: ``{"publish": {"url": …}, "draft": {}}`` (a list of such dicts also works)."""
     from .ledger import FACT_VALUE_KEYS

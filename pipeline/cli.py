@@ -342,7 +342,7 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
                  as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """What the guard would extract from TEXT and, given --facts, each claim's verdict."""
     from .claims import facts_from_mapping
-    from .runner import claim_rules
+    from .claims import claim_rules
 
     if text == "-":
         text = sys.stdin.read()

@@ -13,12 +13,11 @@ from __future__ import annotations
 import logging
 import traceback
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from . import shutdown
 from .agent import AgentLoop, Notify
 from .alerts import Alerter
-from .claims import ClaimRules
+from .claims import ClaimRules, claim_rules
 from .config import Config
 from .errors import (AgentHallucinationError, AgentIncompleteError, ConfigError, ExitCode, PipelineError,
                      ProviderUnavailableError, RunInterrupted)
@@ -52,17 +51,6 @@ class RunOutcome:
     status: str
     exit_code: int
     error: str | None = None
-
-
-def claim_rules(cfg: Config) -> ClaimRules:
-    hosts = list(cfg.publish.allowed_domains)
-    base_host = urlsplit(cfg.publish.local.base_url).hostname
-    if base_host:
-        hosts.append(base_host)
-    try:
-        return ClaimRules(cfg.claims, cfg.registration.prefix, hosts)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:

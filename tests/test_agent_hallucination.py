@@ -15,7 +15,7 @@ from pipeline.errors import AgentHallucinationError, AgentIncompleteError
 from pipeline.guard import Guard
 from pipeline.models import Execution, Publication, Registration
 from pipeline.prompts import Prompts
-from pipeline.runner import claim_rules
+from pipeline.claims import claim_rules
 from pipeline.tools import RunContext, Toolbox
 from pipeline.llm import ChatModel
 from capabilities import ALL
