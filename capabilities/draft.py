@@ -10,7 +10,7 @@ from typing import Annotated
 
 from sqlmodel import select
 
-from pipeline.content import content_hash, problems, split_markdown
+from pipeline.content import content_hash, problems, split_markdown, token_budget, trim_to_sentence
 from pipeline.errors import CapabilityError
 from pipeline.models import Article, Topic
 from pipeline.tools import RunContext, capability
@@ -33,13 +33,18 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
 
     d = ctx.cfg.draft
     system = ctx.prompts.render("draft.md", audience=d.audience, niche=ctx.cfg.topic.niche, style=d.style,
-                                language_name=LANGUAGE_NAMES[d.language], min_chars=d.min_chars, max_chars=d.max_chars)
+                                language_name=LANGUAGE_NAMES[d.language], target_chars=d.target_chars, max_chars=d.max_chars)
     user = ctx.prompts.render("draft_user.md", title=t.title, angle=t.angle or "your choice")
     why: list[str] = []
+    # The budget bounds time on slow models; a draft that reaches it is cut back to its last full sentence.
+    budget = token_budget(min(d.max_chars, int(d.target_chars * 1.5)), d.language)
     for _ in range(ATTEMPTS):
-        reply = ctx.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        reply = ctx.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                 max_tokens=budget)
         title, body = split_markdown(reply.text)
-        why = problems(title, body, d.min_chars, d.max_chars, truncated=reply.finish_reason == "length")
+        if reply.finish_reason == "length":
+            body = trim_to_sentence(body)
+        why = problems(title, body, d.min_chars, d.max_chars)
         if not why:
             break
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from pipeline.content import content_hash, problems, split_markdown
+from pipeline.content import content_hash, problems, split_markdown, token_budget, trim_to_sentence
 from pipeline.errors import CapabilityError
 from pipeline.models import Article
 from pipeline.scoring import score
@@ -33,10 +33,13 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     best = None
     for _ in range(1 + h.max_rewrites):
         reply = ctx.llm.complete([{"role": "system", "content": system},
-                                  {"role": "user", "content": f"# {src.title}\n\n{src.body}"}])
+                                  {"role": "user", "content": f"# {src.title}\n\n{src.body}"}],
+                                 max_tokens=token_budget(len(src.body), src.language))
         title, body = split_markdown(reply.text)
         title = title or src.title
-        if problems(title, body, 1, ctx.cfg.draft.max_chars * 2, truncated=reply.finish_reason == "length"):
+        if reply.finish_reason == "length":
+            body = trim_to_sentence(body)
+        if problems(title, body, ctx.cfg.draft.min_chars, ctx.cfg.draft.max_chars * 2):
             continue
         measured = score(f"# {title}\n\n{body}", src.language)
         if best is None or measured.total > best[2].total:
@@ -44,7 +47,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
         if measured.total >= h.threshold:
             break
     if best is None:
-        raise CapabilityError(f"the rewrite of article {article_id} was empty or truncated; call humanize again")
+        raise CapabilityError(f"the rewrite of article {article_id} was empty or out of bounds; call humanize again")
     title, body, measured = best
     with ctx.ledger.write() as s:
         article = Article(run_id=ctx.run_id, topic_id=src.topic_id, parent_id=src.id, kind="humanized", title=title,

@@ -54,10 +54,11 @@ class AgentLoop:
             self._say("user", ctx.prompts.render("task.md", channel=self.channel, today=datetime.now().date().isoformat())),
         ]
         nudges = 0  # consecutive nudges; reset when the model makes real progress
+        escalated = self.cfg.constrained_tools == "always"
         for _ in range(self.cfg.max_turns):
             if shutdown.requested():  # between steps: whatever ran last is committed
                 raise RunInterrupted("stop requested; stopped between two steps")
-            reply = ctx.llm.complete(messages, tools=self.toolbox.schemas())
+            reply = self._constrained_turn(messages) if escalated else ctx.llm.complete(messages, tools=self.toolbox.schemas())
             turn = ledger.add_turn(
                 run_id, "assistant", reply.text,
                 tool_calls_json=json.dumps(reply.as_message().get("tool_calls"), ensure_ascii=False) if reply.tool_calls else None,
@@ -97,6 +98,7 @@ class AgentLoop:
                 messages.append({"role": "assistant", "content": reply.text or "(empty reply)"})
                 messages.append({"role": "user", "content": message})
                 ledger.add_turn(run_id, "nudge", message)
+                escalated = escalated or self._can_escalate()
                 continue
             ledger.record_guard_event(run_id, turn, review.kind, "fail", nudges, self.guard.nudge(review))
             self._fail(review, f"still {review.kind.replace('_', ' ')} after {nudges} nudge(s)")
@@ -106,6 +108,32 @@ class AgentLoop:
         if review.missing:
             raise AgentIncompleteError(set(review.missing), f"max_turns {self.cfg.max_turns} reached")
         return review
+
+    def _can_escalate(self) -> bool:
+        """Nudges alone may not bring real calls: constrain the next turns, if the provider can."""
+        from .llm import is_local, supports_json_schema
+
+        llm_cfg = self.ctx.llm.cfg
+        if self.cfg.constrained_tools == "off" or is_local(llm_cfg.model):  # the local provider constrains itself
+            return False
+        if not supports_json_schema(llm_cfg):
+            log.warning("guard: %s does not support json_schema output; not escalating", llm_cfg.model)
+            return False
+        self.notify("escalate")
+        return True
+
+    def _constrained_turn(self, messages: list[dict[str, Any]]):
+        """One turn asked as a JSON-schema constrained decision; the answer comes back as tool calls."""
+        from .local.constrained import constrained_response_format, decision_messages, parse_constrained
+        from .tools import ToolCall
+
+        tools = self.toolbox.schemas()
+        reply = self.ctx.llm.complete(decision_messages(messages, tools),
+                                      response_format=constrained_response_format(tools, wrap=True))
+        content, calls = parse_constrained(reply.text)
+        reply.text = content
+        reply.tool_calls = [ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls]
+        return reply
 
     def _naive_end(self, review: Review, turn) -> Review:
         """Guard off: stop at the first turn without tool calls, judge by the ledger alone."""

@@ -94,6 +94,8 @@ class _Progress:
             from rich.markup import escape
 
             out.print(f"  [dim]model: {escape((data['text'] or '(empty)')[:160])}[/]", highlight=False)
+        elif event == "escalate":
+            out.print("  [yellow]![/] guard: next turns constrained by a JSON schema to a tool call or a final answer", highlight=False)
         elif event == "nudge":
             what = ", ".join(f"{h['capability']} {h['status']}" + (f" ({h['value']})" if h.get("value") else "")
                              for h in data["hallucinations"]) or f"missing {', '.join(data['missing'])}"

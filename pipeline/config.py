@@ -41,6 +41,8 @@ class LLMConfig(_Section):
     max_retries: int = Field(3, ge=0, le=10)
     backoff_s: float = Field(1.0, ge=0)
     temperature: float = Field(0.3, ge=0, le=2)
+    # Does the provider honour response_format json_schema? Unset: ask litellm's model map.
+    json_schema: bool | None = None
 
 
 class LedgerConfig(_Section):
@@ -54,6 +56,10 @@ class AgentConfig(_Section):
     hallucination_guard: bool = True
     hallucination_max_nudges: int = Field(2, ge=0, le=20)
     language: Literal["en", "zh"] = "en"
+    # Guard escalation: after a nudge ("after_nudge") or always, a turn is asked as one JSON-schema
+    # constrained decision (a tool call or a final answer) when the provider supports json_schema.
+    # The local provider constrains every turn itself.
+    constrained_tools: Literal["off", "after_nudge", "always"] = "after_nudge"
 
     @field_validator("done_when")
     @classmethod
@@ -79,6 +85,8 @@ class TopicConfig(_Section):
 class DraftConfig(_Section):
     language: Literal["en", "zh"] = "en"
     min_chars: int = Field(300, ge=1)
+    # What the prompt asks for; min/max are the bounds a draft is validated against.
+    target_chars: int = Field(1500, ge=1)
     max_chars: int = Field(6000, ge=1)
     audience: str = "working software engineers"
     style: str = "plain, concrete, first-hand"

@@ -29,7 +29,7 @@ def content_hash(title: str, body: str) -> str:
     return hashlib.sha256(f"{title}\n\n{body}".encode()).hexdigest()
 
 
-def problems(title: str, body: str, min_chars: int, max_chars: int, truncated: bool = False) -> list[str]:
+def problems(title: str, body: str, min_chars: int, max_chars: int) -> list[str]:
     """Why a draft is not publishable; empty when it is."""
     out = []
     if not title:
@@ -40,8 +40,6 @@ def problems(title: str, body: str, min_chars: int, max_chars: int, truncated: b
         out.append(f"body has {len(body)} characters, more than {max_chars}")
     if _BOILERPLATE.search(title + "\n" + body):
         out.append("contains AI-assistant boilerplate ('As an AI…')")
-    if truncated:
-        out.append("the model stopped at its token limit (truncated)")
     return out
 
 
@@ -59,3 +57,23 @@ def to_html(markdown: str) -> str:
     from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark", {"html": False}).render(markdown)
+
+
+CHARS_PER_TOKEN = {"en": 3.5, "zh": 1.3}  # conservative: a budget should rarely cut a text short
+
+
+def token_budget(chars: int, language: str) -> int:
+    """max_tokens for a text of about ``chars`` characters, with room for a title and some slack."""
+    return int(chars / CHARS_PER_TOKEN.get(language, 3.5)) + 48
+
+
+def trim_to_sentence(text: str) -> str:
+    """Cut a text that hit its token limit back to its last complete sentence.
+
+    The article then ends on a finished sentence instead of mid-word; whether what is
+    left is long enough is still checked by ``problems``.
+    """
+    cut = max(text.rfind(mark) for mark in ("。", "！", "？", ". ", "! ", "? ", ".\n", "!\n", "?\n"))
+    if text.rstrip().endswith((".", "!", "?", "。", "！", "？")):
+        return text.rstrip()
+    return text[: cut + 1].rstrip() if cut > 0 else text

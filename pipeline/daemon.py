@@ -58,7 +58,7 @@ def _model_for(cfg):
     key = (cfg.llm.model, cfg.llm.api_base, cfg.llm.api_key_env)
     with _models_lock:
         if key not in _models:
-            _models[key] = ChatModel(cfg.llm)
+            _models[key] = ChatModel(cfg.llm, data_dir=cfg.state_dir)
         return _models[key]
 
 

@@ -25,9 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.orm import make_transient
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from . import models
@@ -153,7 +154,13 @@ class Ledger:
                         yield session
                         session.flush()
         except BaseException as exc:
-            with self._deferred_lock:  # not committed: keep them for the next write
+            # Not committed: keep the deferred records for the next write, as new rows again
+            # (the rolled-back INSERT left them looking persistent, with ids that do not exist).
+            for obj, _turn in deferred:
+                if inspect(obj).has_identity:
+                    make_transient(obj)
+                    obj.id = None
+            with self._deferred_lock:
                 self._deferred[:0] = deferred
             if isinstance(exc, OperationalError):
                 raise LedgerError(f"ledger write failed: {exc.orig}") from None

@@ -68,16 +68,37 @@ class Reply:
         return msg
 
 
+LOCAL_PROVIDERS = ("local", "local-raw")
+
+
+def is_local(model: str) -> bool:
+    """``local/…`` and ``local-raw/…``: the embedded model (pipeline.local), not a network provider."""
+    return model.split("/", 1)[0] in LOCAL_PROVIDERS
+
+
+def supports_json_schema(cfg: LLMConfig) -> bool:
+    """Whether the provider honours ``response_format`` json_schema (config wins over litellm's model map)."""
+    if cfg.json_schema is not None:
+        return cfg.json_schema
+    if is_local(cfg.model):
+        return True
+    try:
+        return bool(_load_litellm().supports_response_schema(model=cfg.model))
+    except Exception:  # litellm raises for models missing from its map
+        return False
+
+
 class ChatModel:
     """A chat model behind litellm. One instance per process is enough."""
 
-    def __init__(self, cfg: LLMConfig, sleep=time.sleep) -> None:
+    def __init__(self, cfg: LLMConfig, sleep=time.sleep, data_dir=None) -> None:
         self.cfg = cfg
         self._sleep = sleep
+        self.data_dir = data_dir  # where the local model is assembled (pipeline.local)
 
     def _api_key(self) -> str | None:
         name = self.cfg.api_key_env
-        if not name:
+        if not name or is_local(self.cfg.model):
             return None
         key = os.environ.get(name)
         if not key:
@@ -88,6 +109,10 @@ class ChatModel:
                  response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> Reply:
         api_key = self._api_key()
         litellm = _load_litellm()
+        if is_local(self.cfg.model):
+            from .local.provider import register_local_provider
+
+            register_local_provider(self.data_dir)
         retryable = (
             litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
             litellm.APIConnectionError, litellm.Timeout, litellm.BadGatewayError,
@@ -104,7 +129,7 @@ class ChatModel:
             kwargs["api_base"] = self.cfg.api_base
         if api_key:
             kwargs["api_key"] = api_key
-        elif self.cfg.api_base:
+        elif self.cfg.api_base and not is_local(self.cfg.model):
             # A keyless OpenAI-compatible server: the OpenAI client still insists on some key.
             kwargs["api_key"] = "no-key"
         if tools:

@@ -23,7 +23,7 @@ from .errors import (AgentHallucinationError, AgentIncompleteError, ConfigError,
                      ProviderUnavailableError, RunInterrupted)
 from .guard import Guard
 from .ledger import Ledger
-from .llm import ChatModel
+from .llm import ChatModel, is_local
 from .locks import channel_lock
 from .prompts import Prompts
 from .publishers import get_publisher
@@ -58,6 +58,10 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
     rules = claim_rules(cfg)
     get_publisher(cfg)
     ChatModel(cfg.llm)._api_key()
+    if is_local(cfg.llm.model):
+        from .local.provider import prepare
+
+        prepare(cfg.state_dir)  # runtime installed, weights assembled and checked: exit 2 here, not mid-run
     for name in ("system.md", "task.md", "draft.md", "humanize.md", f"nudges.{cfg.agent.language}.toml"):
         prompts._raw(name)
     return rules
@@ -87,7 +91,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     # A publication left pending by a crashed run of this channel: adopt it (or not) before
     # anything can publish again, so a crash-restart never publishes twice.
     recover_pending(cfg, ledger, channel=channel)
-    llm = llm or ChatModel(cfg.llm)
+    llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     tools = toolbox()
     alerter = Alerter(cfg.alerts)
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard)

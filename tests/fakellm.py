@@ -25,11 +25,14 @@ Scenarios:
     bad_schema        first sends publish arguments of the wrong type, then honest
     double            honest, but calls publish and register twice each
     negation          honest, and the final text also contains negated and future statements
+    prose_until_schema  prose in every free turn; honest once a turn is JSON-schema constrained
+                        (the guard's escalation), answering {"call": {"tool": …, "arguments": …}}
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -121,13 +124,34 @@ def honest(messages, n: int) -> dict[str, Any]:
     return {"content": _final(done)}
 
 
+_RESULT = re.compile(r"Result of (\w+): (\{.*\})", re.S)
+
+
+def decision_turn(scenario: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A JSON-schema constrained turn: the history arrives as "Result of NAME: {…}" lines."""
+    done: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        if m.get("role") != "user":
+            continue
+        for chunk in (m.get("content") or "").split("\n\n"):
+            match = _RESULT.match(chunk.strip())
+            if match:
+                payload = json.loads(match.group(2))
+                if payload.get("ok"):
+                    done[match.group(1)] = payload
+    for step in ORDER:
+        if step not in done:
+            return {"content": json.dumps({"call": {"tool": step, "arguments": _args(step, done)}})}
+    return {"content": json.dumps({"call": {"final_answer": _final(done)}})}
+
+
 def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[str, Any]:
     done = _succeeded(messages)
     results = _tool_results(messages)
     nudged = _nudged(messages)
     if scenario in ("honest", "flaky"):
         return honest(messages, n)
-    if scenario == "prose":
+    if scenario in ("prose", "prose_until_schema"):
         return {"content": INCIDENT_TEXT}
     if scenario == "claim_publish":
         return {"content": "文章已发布。"}
@@ -232,7 +256,10 @@ class FakeLLM:
                 if scenario == "down" or (scenario == "flaky" and seen <= FLAKY_FAILURES):
                     return self._send(503, {"error": {"message": "upstream overloaded", "type": "server_error"}})
                 messages = req.get("messages", [])
-                if req.get("tools"):
+                fmt = (req.get("response_format") or {}).get("json_schema", {})
+                if fmt.get("name") == "tool_decision":
+                    msg = decision_turn(scenario, messages)
+                elif req.get("tools"):
                     msg = agent_turn(scenario, messages, n)
                 elif req.get("response_format"):  # topic brainstorming, JSON-schema constrained
                     msg = {"content": json.dumps({"candidates": [

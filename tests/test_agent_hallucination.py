@@ -250,3 +250,21 @@ def test_api_key_never_reaches_the_ledger(harness):
 def test_incomplete_error_carries_the_missing_facts():
     err = AgentIncompleteError({"publish"}, "stopped")
     assert err.missing == {"publish"} and err.exit_code == 4
+
+
+def test_escalation_to_schema_constrained_calls_after_a_nudge(harness):
+    # A model that writes prose under tool_choice=auto but follows a JSON schema: after the first
+    # nudge the guard constrains its turns, and the run completes with real, recorded calls.
+    outcome, ledger = harness.run("prose_until_schema", PIPELINE_LLM__JSON_SCHEMA="true")
+    assert (outcome.status, outcome.exit_code) == ("done", 0)
+    assert len(nudges(ledger, outcome.run_id)) == 1
+    assert len(publications(ledger)) == 1
+    constrained = [r for r in harness.fake.requests if (r.get("response_format") or {}).get("json_schema", {}).get("name") == "tool_decision"]
+    assert constrained and "tools" not in constrained[0]
+
+
+def test_no_escalation_when_switched_off_or_unsupported(harness):
+    outcome, _ = harness.run("prose_until_schema", PIPELINE_LLM__JSON_SCHEMA="true", PIPELINE_AGENT__CONSTRAINED_TOOLS="off")
+    assert outcome.exit_code == 3
+    outcome, _ = harness.run("prose_until_schema")  # litellm does not know this model supports json_schema
+    assert outcome.exit_code == 3

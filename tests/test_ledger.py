@@ -112,3 +112,17 @@ def test_unopenable_ledger_is_an_operator_error(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(LedgerError):
         Ledger(f"sqlite:///{tmp_path}/file/ledger.db")
+
+
+def test_deferred_records_survive_a_rolled_back_write(ledger):
+    """A capability that fails inside its write must not take the deferred turns down with it."""
+    run = ledger.start_run("m")
+    turn = ledger.add_turn(run.id, "assistant", "calling publish")
+    ex = ledger.open_execution(run.id, turn, "c1", "publish", "{}")
+    with pytest.raises(RuntimeError):
+        with ledger.write():
+            raise RuntimeError("the capability failed mid-transaction")
+    ledger.close_execution(ex, False, error="failed")
+    [row] = ledger.executions(run.id)
+    assert row.ok is False and row.turn_id == turn.id
+    assert [t.content for t in ledger.turns(run.id)] == ["calling publish"]

@@ -1,0 +1,182 @@
+"""``local/…`` and ``local-raw/…`` as litellm providers: the embedded model behind the normal call.
+
+The pipeline talks to every model through ``litellm.completion``; registering a
+``CustomLLM`` keeps that single path (retries, ledger, guard) for the local model
+too. llama.cpp runs in-process through ``xllamacpp.Server``, loaded once per
+process on first use (it also opens an HTTP listener: 127.0.0.1, a port the OS
+picks, a random API key; nothing here uses it).
+
+    local/qwen2.5-coder-1.5b       tools are turned into one JSON schema (see ``constrained``)
+                                   and the reply back into ``tool_calls``: reliable tool use
+    local-raw/qwen2.5-coder-1.5b   tools go to the chat template unconstrained: the model
+                                   mostly answers in prose, the failure the guard exists for
+
+Requests without tools (drafting, humanizing) are plain chat completions in both.
+Errors a person must fix (weights or runtime not installed) are raised as
+``litellm.BadRequestError``, which ``ChatModel`` does not retry; anything else
+litellm would report as a retryable connection error.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from . import assets
+from .constrained import constrained_response_format, decision_messages, parse_constrained
+
+MODEL = "qwen2.5-coder-1.5b"
+PROVIDERS = {"local": True, "local-raw": False}  # provider -> constrained
+N_CTX = 8192
+# A decision is ~20 tokens; the cap only bounds a runaway final answer.
+DECISION_MAX_TOKENS = 384
+_PASSTHROUGH = ("temperature", "top_p", "max_tokens", "stop", "seed")
+
+_lock = threading.Lock()
+_server: Any = None
+_data_dir = Path("var")
+
+
+def register_local_provider(data_dir: str | os.PathLike[str] | None = None) -> None:
+    """Make ``local/…`` and ``local-raw/…`` model strings work in ``litellm.completion``.
+
+    Idempotent and cheap (no model load; imports litellm only if the caller has
+    not). ``data_dir`` is where ``models/<gguf>`` is assembled; default ``./var``.
+    """
+    global _data_dir
+    if data_dir is not None:
+        _data_dir = Path(data_dir)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    present = {item.get("provider") for item in litellm.custom_provider_map}
+    for provider, constrained in PROVIDERS.items():
+        if provider not in present:
+            litellm.custom_provider_map.append({"provider": provider, "custom_handler": _handler(provider, constrained)})
+
+
+def prepare(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Check the runtime is installed and the weights assembled (assembling them if not).
+
+    For callers that want a ConfigError (exit 2) and the progress bar before the
+    first, timed, model call; the provider does the same lazily.
+    """
+    try:
+        import xllamacpp  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"local model: the llama.cpp runtime (xllamacpp) is not installed; run: {assets.INSTALL_HINT}") from None
+    return assets.model_path(Path(data_dir) if data_dir is not None else _data_dir)
+
+
+def _load() -> Any:
+    global _server
+    with _lock:
+        if _server is not None:
+            return _server
+        path = prepare()
+        import xllamacpp
+
+        p = xllamacpp.CommonParams()
+        p.model.path = str(path)
+        p.n_ctx = N_CTX
+        # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
+        # cached prompt it shares most), so a drafting call in between does not evict its prefix.
+        p.n_parallel = 2
+        p.cache_prompt = True
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        for cpu in (p.cpuparams, p.cpuparams_batch):
+            cpu.n_threads = threads
+            # Busy-polling workers starve each other on small VMs: measured 0.6 tok/s with
+            # the default poll=50 against 20 tok/s with 0, on 2 cores.
+            cpu.poll = 0
+        # xllamacpp always opens an HTTP listener; keep it local, on a free port, and locked
+        # with a key nobody holds (in-process calls bypass it: measured 401 over HTTP).
+        p.hostnames = ["127.0.0.1"]
+        p.port = 0
+        p.api_keys = [secrets.token_hex(16)]
+        p.ui = False
+        p.endpoint_slots = False
+        p.verbosity = -1  # llama.cpp logs would interleave with the CLI's own output
+        _server = xllamacpp.Server(p)
+        atexit.register(_close)
+        return _server
+
+
+def _close() -> None:
+    # Drop the server before interpreter teardown so its threads are joined in order.
+    global _server
+    _server = None
+
+
+def _request(messages: list[dict[str, Any]], params: dict[str, Any], constrained: bool) -> tuple[dict, bool]:
+    """The llama.cpp request for one call, and whether its reply is in the JSON protocol."""
+    req: dict[str, Any] = {k: params[k] for k in _PASSTHROUGH if params.get(k) is not None}
+    tools = params.get("tools")
+    tool_choice = params.get("tool_choice") or "auto"
+    if tools and constrained and tool_choice != "none":
+        req["messages"] = decision_messages(messages, tools)
+        req["response_format"] = constrained_response_format(tools, tool_choice)
+        req.setdefault("max_tokens", DECISION_MAX_TOKENS)
+        return req, True
+    req["messages"] = messages
+    if tools:
+        req["tools"], req["tool_choice"] = tools, tool_choice
+    if params.get("response_format"):
+        req["response_format"] = params["response_format"]
+    return req, False
+
+
+def _handler(provider: str, constrained: bool) -> Any:
+    import litellm
+    from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, Usage
+
+    class LocalLLM(litellm.CustomLLM):
+        def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict, model_response: Any,
+                       print_verbose: Any, encoding: Any, api_key: Any, logging_obj: Any, optional_params: dict,
+                       acompletion: Any = None, litellm_params: Any = None, logger_fn: Any = None, headers: Any = None,
+                       timeout: Any = None, client: Any = None) -> Any:
+            # api_key, api_base and timeout are ignored: no network, and a running decode cannot be cancelled.
+            if model != MODEL:
+                raise litellm.BadRequestError(message=f"unknown local model {model!r}; available: {provider}/{MODEL}",
+                                              model=model, llm_provider=provider)
+            try:
+                server = _load()
+            except ConfigError as exc:
+                raise litellm.BadRequestError(message=str(exc), model=model, llm_provider=provider) from None
+            req, json_protocol = _request(messages, optional_params, constrained)
+            resp = server.handle_chat_completions(req)
+            if "choices" not in resp:
+                err = resp.get("error", resp)
+                text = err.get("message", json.dumps(err))[:300] if isinstance(err, dict) else str(err)[:300]
+                code = err.get("code", 500) if isinstance(err, dict) else 500
+                cls = litellm.BadRequestError if code == 400 else litellm.InternalServerError
+                raise cls(message=f"llama.cpp: {text}", model=model, llm_provider=provider)
+            choice = resp["choices"][0]
+            msg = choice.get("message") or {}
+            finish = choice.get("finish_reason")
+            content, calls = msg.get("content"), msg.get("tool_calls") or []
+            if json_protocol:
+                content, calls = parse_constrained(content or "")
+                if calls:
+                    finish = "tool_calls"
+            model_response.choices[0].message = Message(
+                role="assistant", content=content or None,
+                tool_calls=[ChatCompletionMessageToolCall(id=c.get("id") or f"call_{i}", type="function",
+                                                          function=Function(**c["function"]))
+                            for i, c in enumerate(calls)] or None,
+            )
+            model_response.choices[0].finish_reason = finish
+            model_response.model = f"{provider}/{Path(assets.FILENAME).stem}"
+            usage = resp.get("usage") or {}
+            setattr(model_response, "usage", Usage(prompt_tokens=usage.get("prompt_tokens", 0),
+                                                   completion_tokens=usage.get("completion_tokens", 0),
+                                                   total_tokens=usage.get("total_tokens", 0)))
+            return model_response
+
+    return LocalLLM()

@@ -1,0 +1,144 @@
+"""The tools -> JSON schema -> tool_calls translation, without a model.
+
+The schema is checked with jsonschema against the replies it must accept and
+refuse, so a change that loosens the constraint (an unknown tool, a missing
+argument) fails here rather than in a slow real-model run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capabilities import ALL
+from pipeline.local.constrained import (
+    constrained_response_format,
+    constrained_tools_schema,
+    decision_messages,
+    parse_constrained,
+    progress_note,
+)
+from pipeline.tools import Toolbox
+
+jsonschema = pytest.importorskip("jsonschema")  # a litellm dependency, not one of ours
+TOOLS = Toolbox(ALL).schemas()
+
+
+def valid(doc, tool_choice="auto") -> bool:
+    try:
+        jsonschema.validate(doc, constrained_tools_schema(TOOLS, tool_choice))
+    except jsonschema.ValidationError:
+        return False
+    return True
+
+
+def test_schema_has_one_branch_per_tool_plus_final_answer():
+    branches = constrained_tools_schema(TOOLS)["anyOf"]
+    assert [b["properties"].get("tool", {}).get("const") for b in branches] == [*Toolbox(ALL).names, None]
+    assert branches[-1]["required"] == ["final_answer"]
+    assert list(branches[0]["properties"]) == ["tool", "arguments"]  # name decided before arguments
+
+
+@pytest.mark.parametrize("doc, ok", [
+    ({"tool": "topic", "arguments": {}}, True),
+    ({"tool": "draft", "arguments": {"topic_id": 3}}, True),
+    ({"final_answer": "done"}, True),
+    ({"tool": "draft", "arguments": {}}, False),                         # required argument missing
+    ({"tool": "draft", "arguments": {"topic_id": "three"}}, False),      # wrong type
+    ({"tool": "draft", "arguments": {"topic_id": 3, "x": 1}}, False),    # extra argument
+    ({"tool": "deploy", "arguments": {}}, False),                        # unknown tool
+    ({"tool": "topic"}, False),
+    ({"tool": "topic", "arguments": {}, "final_answer": "x"}, False),
+])
+def test_schema_accepts_exactly_the_protocol(doc, ok):
+    assert valid(doc) is ok
+
+
+def test_tool_choice_keeps_its_openai_meaning():
+    assert not valid({"final_answer": "done"}, "required")
+    assert valid({"tool": "topic", "arguments": {}}, "required")
+    forced = {"type": "function", "function": {"name": "publish"}}
+    assert valid({"tool": "publish", "arguments": {"article_id": 1}}, forced)
+    assert not valid({"tool": "topic", "arguments": {}}, forced)
+    assert valid({"final_answer": "x"}, "none") and not valid({"tool": "topic", "arguments": {}}, "none")
+
+
+def test_response_format_wraps_the_schema():
+    rf = constrained_response_format(TOOLS)
+    assert rf["type"] == "json_schema" and rf["json_schema"]["schema"] == constrained_tools_schema(TOOLS)
+
+
+def test_parse_tool_call():
+    content, calls = parse_constrained('{"tool": "draft", "arguments": {"topic_id": 3}}')
+    assert content == ""
+    [call] = calls
+    assert call["type"] == "function" and call["id"].startswith("call_")
+    assert call["function"]["name"] == "draft" and json.loads(call["function"]["arguments"]) == {"topic_id": 3}
+
+
+@pytest.mark.parametrize("text, content", [
+    ('{"final_answer": "Published at http://x/a.html"}', "Published at http://x/a.html"),
+    ('{"final_answer": "cut off by max_tok', "cut off by max_tok"),
+    ("plain prose, no JSON", "plain prose, no JSON"),
+    ('{"name": "topic"}', '{"name": "topic"}'),
+])
+def test_parse_non_calls_come_back_as_content(text, content):
+    assert parse_constrained(text) == (content, [])
+
+
+def test_parse_accepts_fences_and_double_encoded_arguments():
+    _, calls = parse_constrained('```json\n{"tool": "publish", "arguments": "{\\"article_id\\": 5}"}\n```')
+    assert calls[0]["function"]["name"] == "publish"
+    assert json.loads(calls[0]["function"]["arguments"]) == {"article_id": 5}
+
+
+def _history():
+    return [
+        {"role": "system", "content": "SYS"},
+        {"role": "user", "content": "Run it."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "topic", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true, "topic_id": 7}'},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "draft", "arguments": '{"topic_id": 7}'}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": '{"ok": false, "error": "too short"}'},
+    ]
+
+
+def test_decision_messages_speak_one_protocol():
+    out = decision_messages(_history(), TOOLS)
+    assert all(m["role"] in ("system", "user", "assistant") and "tool_calls" not in m for m in out)
+    assert out[0]["content"].startswith("SYS") and "draft(topic_id)" in out[0]["content"]
+    assert json.loads(out[2]["content"]) == {"tool": "topic", "arguments": {}}
+    assert out[3]["content"].startswith("Result of topic: ")
+    assert out[-1]["role"] == "user" and "Result of draft" in out[-1]["content"]
+
+
+def test_progress_note_counts_only_successes_as_done():
+    note = progress_note(_history(), TOOLS)
+    assert "topic -> draft (error)" in note
+    assert "Not done yet: draft, humanize, publish, register, report." in note
+    assert "no tool called yet" in progress_note(_history()[:2], TOOLS)
+
+
+def test_prose_turns_and_nudges_are_kept_in_protocol():
+    msgs = _history()[:2] + [{"role": "assistant", "content": "All done!"}, {"role": "user", "content": "Nothing ran."}]
+    out = decision_messages(msgs, TOOLS)
+    assert json.loads(out[2]["content"]) == {"final_answer": "All done!"}
+    assert out[3]["content"].startswith("Nothing ran.") and "Progress:" in out[3]["content"]
+
+
+def test_register_local_provider_is_idempotent_and_lazy():
+    import litellm
+
+    from pipeline.local.provider import register_local_provider
+
+    before = list(litellm.custom_provider_map)
+    try:
+        register_local_provider()
+        register_local_provider()
+        providers = [item["provider"] for item in litellm.custom_provider_map]
+        assert providers.count("local") == 1 and providers.count("local-raw") == 1
+    finally:
+        litellm.custom_provider_map[:] = before

