@@ -211,9 +211,7 @@ def report(config: ConfigOpt = None,
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     else:
-        from rich.markdown import Markdown
-
-        out.print(Markdown(markdown))
+        out.print(markdown, markup=False, highlight=False)  # plain Markdown: URLs whole, pipe-friendly
         for where in summary["delivered_to"]:
             err.print(f"written to {where}", markup=False, highlight=False)
 

@@ -201,13 +201,6 @@ class Ledger:
             run.finished_at = utcnow()
             s.add(run)
 
-    def count_nudge(self, run_id: str) -> int:
-        with self.write() as s:
-            run = s.get(Run, run_id)
-            run.nudges += 1
-            s.add(run)
-            return run.nudges
-
     def get_run(self, run_id: str | None = None) -> Run | None:
         """A run by id, or the latest run when ``run_id`` is None."""
         with self.read() as s:

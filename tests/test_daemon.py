@@ -216,6 +216,17 @@ def _daemon(path: Path, env: dict) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
 
 
+def _daemon_mid_run(tmp_path: Path, api_base: str, executor: str) -> subprocess.Popen:
+    """A daemon firing every second, returned once a run is in progress."""
+    path = write_config(tmp_path, api_base, "honest",
+                        f'\n[daemon]\ncron = "* * * * * *"\nstate_dir = "state"\nexecutor = "{executor}"\n')
+    proc = _daemon(path, {KEY_ENV: "x"})
+    if not wait_for(lambda: any(r[2] == "running" for r in runs(tmp_path)), timeout=60):
+        proc.kill()
+        pytest.fail("the daemon never started a run")
+    return proc
+
+
 def _integrity(tmp_path) -> str:
     con = sqlite3.connect(tmp_path / "ledger.db")
     try:
@@ -227,11 +238,8 @@ def _integrity(tmp_path) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("executor", ["thread", "process"])
 def test_sigterm_mid_run_finishes_the_step_and_exits_0(tmp_path, slow_llm, executor):
-    path = write_config(tmp_path, slow_llm.api_base, "honest",
-                        f'\n[daemon]\ncron = "* * * * * *"\nstate_dir = "state"\nexecutor = "{executor}"\n')
-    proc = _daemon(path, {KEY_ENV: "x"})
+    proc = _daemon_mid_run(tmp_path, slow_llm.api_base, executor)
     try:
-        assert wait_for(lambda: any(r[2] == "running" for r in runs(tmp_path)), timeout=60)
         time.sleep(0.4)  # somewhere in the middle of the pipeline
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
@@ -248,11 +256,8 @@ def test_sigterm_mid_run_finishes_the_step_and_exits_0(tmp_path, slow_llm, execu
 @pytest.mark.slow
 @pytest.mark.parametrize("executor", ["thread", "process"])
 def test_second_signal_exits_at_once_with_a_consistent_ledger(tmp_path, slow_llm, executor):
-    path = write_config(tmp_path, slow_llm.api_base, "honest",
-                        f'\n[daemon]\ncron = "* * * * * *"\nstate_dir = "state"\nexecutor = "{executor}"\n')
-    proc = _daemon(path, {KEY_ENV: "x"})
+    proc = _daemon_mid_run(tmp_path, slow_llm.api_base, executor)
     try:
-        assert wait_for(lambda: any(r[2] == "running" for r in runs(tmp_path)), timeout=60)
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)

@@ -103,7 +103,9 @@ def test_latest_run_and_nudge_counter(ledger):
     first = ledger.start_run("m")
     second = ledger.start_run("m")
     assert ledger.get_run().id == second.id
-    assert ledger.count_nudge(first.id) == 1 and ledger.count_nudge(first.id) == 2
+    assert ledger.record_guard_event(first.id, None, "incomplete", "nudge", 0, "call publish") == 1
+    assert ledger.record_guard_event(first.id, None, "incomplete", "nudge", 0, "call publish") == 2
+    assert ledger.get_run(first.id).nudges == 2
     ledger.finish_run(first.id, "done", 0)
     assert ledger.get_run(first.id).status == "done"
 
