@@ -201,6 +201,15 @@ class Ledger:
             run.finished_at = utcnow()
             s.add(run)
 
+    def mark_crashed(self, channel: str) -> list[str]:
+        """Runs of ``channel`` left "running" by a dead process become "crashed". Call holding the channel lock."""
+        with self.write() as s:
+            runs = s.exec(select(Run).where(Run.channel == channel, Run.status == "running")).all()
+            for run in runs:
+                run.status, run.error, run.finished_at = "crashed", "the process died before the run ended", utcnow()
+                s.add(run)
+            return [r.id for r in runs]
+
     def get_run(self, run_id: str | None = None) -> Run | None:
         """A run by id, or the latest run when ``run_id`` is None."""
         with self.read() as s:

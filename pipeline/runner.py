@@ -88,12 +88,16 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     rules = preflight(cfg, prompts)
     own_ledger = ledger is None
     ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
-    # A publication left pending by a crashed run of this channel: adopt it (or not) before
-    # anything can publish again, so a crash-restart never publishes twice.
-    recover_pending(cfg, ledger, channel=channel)
+    alerter = Alerter(cfg.alerts)
+    # We hold this channel's lock, so a run of it still marked "running" died without a word
+    # (kill -9, power loss). Say so, then settle what it may have left on the platform before
+    # anything can publish again: a crash-restart never publishes twice. (SQLite is one host;
+    # a shared database may hold another host's live run, so it waits recover_after_min.)
+    for run_id in ledger.mark_crashed(channel):
+        alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
+    recover_pending(cfg, ledger, channel=channel, older_than_min=0 if ledger.is_sqlite else None)
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     tools = toolbox()
-    alerter = Alerter(cfg.alerts)
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard)
     alerter.started()
     ctx = RunContext(run.id, cfg, ledger, llm, prompts)

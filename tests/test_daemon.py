@@ -325,3 +325,20 @@ def test_status_overdue_when_a_tick_passed_without_a_run(tmp_path, fake_llm):
     proc = subprocess.run([sys.executable, "-m", "pipeline", "status", "--json", "--config", str(path)],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1 and json.loads(proc.stdout)[0]["overdue"] is True
+
+
+def test_a_run_killed_mid_way_is_reported_crashed_by_the_next_run(harness, recorder):
+    from sqlmodel import select
+
+    from pipeline.models import Run
+
+    extra = f'\n[alerts]\nwebhook_url = "{recorder.base}/hook"\n'
+    cfg = harness.config("honest", extra)
+    ledger = Ledger(cfg.ledger_url)
+    dead = ledger.start_run(cfg.llm.model)  # as a kill -9 leaves it: "running", no outcome
+    outcome, _ = harness.run("honest", extra)
+    assert outcome.exit_code == 0
+    with ledger.read() as s:
+        assert s.exec(select(Run.status).where(Run.id == dead.id)).one() == "crashed"
+    [(path, body)] = recorder.hits
+    assert dead.id in body["text"] and "crashed" in body["text"]
