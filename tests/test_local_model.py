@@ -103,7 +103,7 @@ def _shipped_config(tmp_path, **env):
 
 
 def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
-    """The shipped config, end to end: a verified page, a registration, a report, exit 0."""
+    """The shipped config, end to end: a verified page and a registration (done_when), exit 0."""
     from pipeline.ledger import Ledger
     from pipeline.runner import run_once
 
@@ -114,7 +114,8 @@ def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
     print(f"\nfull local run: {time.perf_counter() - started:.1f}s, {outcome.status}")
     assert outcome.exit_code == 0, outcome.error
     facts = {f.capability: f.value for f in ledger.facts(outcome.run_id)}
-    assert {"publish", "register", "report"} <= set(facts)
+    # The real model sometimes stops before `report` (seen once in 5 runs): done_when does not require it.
+    assert {"topic", "draft", "humanize", "publish", "register"} <= set(facts)
     assert len(list((tmp_path / "site" / "posts").glob("*.html"))) == 1
     assert facts["register"].startswith("CT-")
 
