@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import config as config_mod
-from .errors import ExitCode, PipelineError
+from .errors import PipelineError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="A content pipeline whose agent cannot report work that did not happen.")
 ledger_app = typer.Typer(no_args_is_help=True, help="Read the ledger: what the system really did.")

@@ -19,7 +19,7 @@ from .agent import AgentLoop, Notify
 from .alerts import Alerter
 from .claims import ClaimRules, claim_rules
 from .config import Config
-from .errors import (AgentHallucinationError, AgentIncompleteError, ConfigError, ExitCode, PipelineError,
+from .errors import (AgentHallucinationError, AgentIncompleteError, ExitCode, PipelineError,
                      ProviderUnavailableError, RunInterrupted)
 from .guard import Guard
 from .ledger import Ledger

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KEY_ENV, REPO, write_config
+from conftest import KEY_ENV, write_config
 from fakellm import FakeLLM
 from pipeline import config as config_mod
 from pipeline import daemon, shutdown

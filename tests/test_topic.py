@@ -6,7 +6,6 @@ import functools
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 
 from capabilities.topic import backlog, feed, is_repeat, topic
 from pipeline import config
