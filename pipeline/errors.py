@@ -13,7 +13,9 @@ Errors split by *who must fix them*, as smolagents does:
      │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
      │    └── AgentIncompleteError    required facts missing, no false claims          → exit 4
      └── CapabilityError              the model must fix: sent back as the tool result;
-          └── ToolArgumentsError      unknown tool, malformed JSON, schema violation
+          ├── ToolArgumentsError      unknown tool, malformed JSON, schema violation
+          └── PublishOutcomeUnknown   (pipeline.publishers) the platform may hold the post:
+                                      the row stays pending until ``find`` can tell
 
 A ``CapabilityError`` never ends a run: the dispatcher records it as a failed
 execution and hands its message to the model. Everything else ends the run
