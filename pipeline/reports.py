@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from datetime import date, datetime, time, timedelta, timezone
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -112,6 +111,3 @@ def deliver(cfg: Config, name: str, markdown: str, send: bool = True) -> list[st
         sent.append(f"webhook ({cfg.report.format})")
     return sent
 
-
-def report_path(cfg: Config, name: str) -> Path:
-    return cfg.path(cfg.report.markdown_dir) / f"{name}.md"

@@ -44,16 +44,11 @@ def host_allowed(url: str, allowed_domains: list[str]) -> bool:
     return any(host == d.lower() or host.endswith("." + d.lower()) for d in allowed_domains)
 
 
-def check_url(url: str, allowed_domains: list[str], timeout_s: float = 5.0,
-              transport: httpx.BaseTransport | None = None) -> Verification:
+def check_url(url: str, allowed_domains: list[str], timeout_s: float = 5.0) -> Verification:
     if not host_allowed(url, allowed_domains):
         return Verification(False, f"host of {url} is not on [publish] allowed_domains {allowed_domains}")
     try:
-        if transport is not None:
-            with httpx.Client(timeout=timeout_s, follow_redirects=False, transport=transport) as client:
-                resp = _head_or_get(client, url, timeout_s)
-        else:
-            resp = _head_or_get(shared_client(), url, timeout_s)
+        resp = _head_or_get(shared_client(), url, timeout_s)
     except httpx.HTTPError as exc:
         return Verification(False, f"{url} did not answer: {type(exc).__name__}: {exc}")
     if 200 <= resp.status_code < 400:
