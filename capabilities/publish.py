@@ -167,7 +167,8 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
         raise CapabilityError(f"article {article_id} is a draft; call humanize and publish the article_id it returns")
     threshold = ctx.cfg.humanize.threshold
     if article.score is None or article.score < threshold:
-        raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; call humanize on the draft again")
+        raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; "
+                              f"call humanize again with the draft's article_id {article.parent_id}")
 
     key, publisher = _key(ctx.run_id, article), get_publisher(ctx.cfg)
     slug = _slug(article, key)

@@ -262,7 +262,8 @@ def ledger_diff(config: ConfigOpt = None,
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
-        out.print(f"[bold]run[/] {data['run_id']}  status [bold]{data['status']}[/] (exit {data['exit_code']}), nudges {data['nudges']}", highlight=False)
+        out.print(f"[bold]run[/] {data['run_id']}  status [bold]{data['status']}[/] (exit {data['exit_code']}), nudges {data['nudges']}"
+                  + (f", reason {data['reason']}" if data.get("reason") else ""), highlight=False)
         # One line per item and no wrapping: URLs stay whole for grep and for cron mail.
         out.print("[bold]facts[/] — what the system did", highlight=False)
         for f in data["facts"] or [{"capability": "(none)", "execution_id": "", "value": None}]:

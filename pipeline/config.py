@@ -60,6 +60,9 @@ class AgentConfig(_Section):
     # constrained decision (a tool call or a final answer) when the provider supports json_schema.
     # The local provider constrains every turn itself.
     constrained_tools: Literal["off", "after_nudge", "always"] = "after_nudge"
+    # The same tool failing the same way this many times in a row (no progress in between) ends the
+    # run as incomplete, reason `stuck`; one repeat before that gets a targeted nudge.
+    stuck_after: int = Field(3, ge=2, le=20)
 
     @field_validator("done_when")
     @classmethod

@@ -25,11 +25,14 @@ def run_diff(ledger: Ledger, run_id: str | None) -> dict[str, Any] | None:
                                          "status": c.status, "turn_ids": []})
         entry["turn_ids"].append(c.turn_id)
     claims = list(grouped.values())
+    # Why a failed run ended: the guard's final decision (hallucination, incomplete, text_tool_call, stuck).
+    ends = [g.kind for g in ledger.guard_events(run.id) if g.action == "fail"]
     return {
         "run_id": run.id,
         "status": run.status,
         "exit_code": run.exit_code,
         "nudges": run.nudges,
+        "reason": ends[-1] if ends else None,
         "claims": claims,
         "facts": [f.as_dict() for f in ledger.facts(run.id)],
         "hallucinations": [c for c in claims if c["status"] != "verified"],

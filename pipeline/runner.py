@@ -101,7 +101,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard)
     alerter.started()
     ctx = RunContext(run.id, cfg, ledger, llm, prompts)
-    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names)
+    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
     if notify:
         notify("start", run_id=run.id, model=cfg.llm.model, channel=channel)
     status, code, error = "done", ExitCode.DONE, None
