@@ -88,9 +88,12 @@ class Guard:
         latest: dict[str, dict[str, Any]] = {}
         best_score: float | None = None
         for fact in self.ledger.facts(run_id):
+            if fact.capability == "humanize":
+                if isinstance(fact.result.get("score"), (int, float)):
+                    best_score = max(best_score or 0.0, float(fact.result["score"]))
+                if fact.result.get("passed") is False and "humanize" in latest:
+                    continue  # a later rewrite that failed does not undo one that passed
             latest[fact.capability] = fact.result
-            if fact.capability == "humanize" and isinstance(fact.result.get("score"), (int, float)):
-                best_score = max(best_score or 0.0, float(fact.result["score"]))
         last_needed = max((CAPABILITIES.index(c) for c in self.done_when), default=len(CAPABILITIES) - 1)
         for cap in CAPABILITIES[:last_needed + 1]:
             result = latest.get(cap)
