@@ -30,7 +30,7 @@ migration: $(STAMP)
 
 # Re-resolve the lock (needs uv: pip install uv). Never resolves litellm 1.82.7/1.82.8 (see pyproject.toml).
 lock:
-	uv pip compile pyproject.toml build-requirements.in --extra test --extra local --extra postgres --extra otel --generate-hashes \
+	uv pip compile pyproject.toml build-requirements.in --extra test --extra local --extra postgres --extra celery --extra otel --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o requirements.lock
 
 clean:
