@@ -6,8 +6,10 @@ Errors split by *who must fix them*, as smolagents does:
      ├── OperatorError                the operator must fix; the run cannot go on
      │    ├── ConfigError             bad config file, bad env override, missing key   → exit 2
      │    ├── LedgerError             the ledger cannot be opened or written           → exit 1
+     │    ├── LedgerVersionError      the ledger's schema is newer than this program   → exit 2
      │    └── ProviderUnavailableError  the LLM provider failed after bounded retries   → exit 5
      ├── ChannelLocked                another process is running this channel          → exit 75
+     ├── TickAlreadyRun               a scheduled tick that already has its run        → exit 0
      ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
      ├── RunFailed                    the run ended without the business facts it needs
      │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
@@ -59,8 +61,26 @@ class LedgerError(OperatorError):
     exit_code = ExitCode.INTERNAL
 
 
+class LedgerVersionError(OperatorError):
+    """Raised at open when the ledger was migrated by a newer program (or a revision is unknown).
+
+    The ledger is left untouched: an older program must not write to a schema it does not know.
+    """
+
+    exit_code = ExitCode.USAGE
+
+
 class ProviderUnavailableError(OperatorError):
     exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class TickAlreadyRun(PipelineError):
+    """Raised before a run starts when its scheduled tick already completed (a duplicate or redelivered task).
+
+    Not a failure: the tick's one run happened; this delivery has nothing to do.
+    """
+
+    exit_code = ExitCode.DONE
 
 
 class ChannelLocked(PipelineError):

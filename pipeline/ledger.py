@@ -5,8 +5,9 @@ Every write goes through ``Ledger.write()``, which opens a transaction with
 believe they hold the next registration number; the context manager returns
 only after COMMIT, so a caller that reports success after it really has
 durable rows. SQLite runs in WAL mode with ``synchronous=FULL`` and a busy
-timeout (simonw/llm issue #789 is what happens without them). Other
-databases (PostgreSQL) get the same code with their own transaction rules.
+timeout. On PostgreSQL each write transaction first takes a transaction-scoped
+advisory lock, the same one-writer-at-a-time rule. The schema is brought to this
+program's revision at open (``pipeline.migrations``).
 
 Reads that feed the guard come from here too: ``facts(run_id)`` is the set of
 capabilities that *really executed and succeeded* in a run, with the values
@@ -16,7 +17,9 @@ they recorded. Nothing the model wrote can add to it.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,9 +34,9 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import make_transient
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from . import models
-from .errors import LedgerError
-from .models import Claim, Execution, GuardEvent, Run, Turn, utcnow
+from . import migrations, models
+from .errors import LedgerError, TickAlreadyRun
+from .models import Claim, Execution, GuardEvent, Run, Tick, Turn, utcnow
 
 # The value of each capability's result that a claim can quote.
 FACT_VALUE_KEYS = {
@@ -63,6 +66,24 @@ class Fact:
             "value": self.value,
             "at": self.at.isoformat() if self.at else None,
         }
+
+
+# pg_advisory_xact_lock key every write transaction of a PostgreSQL ledger takes ("LEDGERW").
+_PG_WRITE_LOCK_KEY = 0x4C45444745525701
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy can parse: the message says so anyway
+        return url
+
+
+def _me() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -105,9 +126,11 @@ def _sqlite_begin(conn) -> None:
 class Ledger:
     """The SQL ledger. Open one per process; it is safe to share across threads."""
 
-    def __init__(self, url: str, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, url: str, busy_timeout_ms: int = 5000, *, migrate: bool = True) -> None:
+        """Open the ledger at ``url``, migrating its schema to this program's (``migrate=False``: as it is)."""
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self.is_postgres = url.startswith("postgres")
         self._lock = _write_lock(url) if self.is_sqlite else threading.Lock()
         # Records of what the model *said* (turns, opened executions) ride along with the next
         # write instead of paying a commit (an fsync) each; facts are never deferred.
@@ -120,16 +143,17 @@ class Ledger:
             kwargs: dict[str, Any] = {}
             if self.is_sqlite:
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
+            else:
+                # A server connection can die under us (restart, pg_terminate_backend): test it at checkout.
+                kwargs["pool_pre_ping"] = True
             self.engine: Engine = create_engine(url, **kwargs)
             if self.is_sqlite:
                 event.listen(self.engine, "connect", _sqlite_pragmas(busy_timeout_ms))
                 event.listen(self.engine, "begin", _sqlite_begin)
-            # Schema creation reads, then writes: under a deferred BEGIN two processes starting
-            # together would fail with "database is locked" instead of waiting their turn.
-            with self.engine.connect() as conn, conn.execution_options(ledger_write=True).begin():
-                SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in _TABLES])
+            # What this open changed in the schema (None: nothing; the ledger was current).
+            self.migration = migrations.ensure_current(self.engine) if migrate else None
         except (SQLAlchemyError, OSError) as exc:
-            raise LedgerError(f"ledger {url}: cannot open: {exc}") from None
+            raise LedgerError(f"ledger {_safe_url(url)}: cannot open: {exc}") from None
 
     # --- transactions -----------------------------------------------------
 
@@ -145,6 +169,10 @@ class Ledger:
             with self._lock, self.engine.connect() as conn:
                 conn = conn.execution_options(ledger_write=True)
                 with conn.begin():
+                    if self.is_postgres:
+                        # PostgreSQL's counterpart of BEGIN IMMEDIATE: writers take turns, so a
+                        # read-then-write (the next registration number) is never raced.
+                        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITE_LOCK_KEY})")
                     with Session(bind=conn, expire_on_commit=False) as session:
                         for obj, turn in deferred:
                             if turn is not None:
@@ -188,18 +216,48 @@ class Ledger:
 
     # --- runs -------------------------------------------------------------
 
-    def start_run(self, model: str, channel: str = "default", guard_enabled: bool = True) -> Run:
+    def start_run(self, model: str, channel: str = "default", guard_enabled: bool = True,
+                  tick: datetime | None = None) -> Run:
+        """A new run row; with ``tick``, the channel's scheduled firing it serves is claimed in the same transaction.
+
+        Raises TickAlreadyRun when that tick already completed. A tick still ``claimed`` belongs to a
+        run that died (the caller holds the channel lock, so no live run can hold it): claimed again.
+        """
         run = Run(id=new_run_id(), model=model, channel=channel, guard_enabled=guard_enabled)
         with self.write() as s:
             s.add(run)
+            if tick is not None:
+                s.flush()  # the run row first: the tick references it
+                self._claim_tick(s, channel, tick, run.id)
         return run
 
+    @staticmethod
+    def _claim_tick(s: Session, channel: str, tick: datetime, run_id: str) -> None:
+        row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
+        if row is not None and row.state == "done":
+            raise TickAlreadyRun(f"skipped: the {tick.isoformat()} tick of channel {channel} already ran ({row.run_id})")
+        if row is None:
+            row = Tick(channel=channel, scheduled_for=tick, run_id=run_id, claimed_by=_me())
+        else:
+            row.attempts, row.run_id, row.claimed_by, row.claimed_at = row.attempts + 1, run_id, _me(), utcnow()
+        s.add(row)
+
     def finish_run(self, run_id: str, status: str, exit_code: int, error: str | None = None) -> None:
+        """Record the run's outcome; the tick it served (if any) is done with it."""
         with self.write() as s:
             run = s.get(Run, run_id)
             run.status, run.exit_code, run.error = status, exit_code, error
             run.finished_at = utcnow()
             s.add(run)
+            for tick in s.exec(select(Tick).where(Tick.run_id == run_id, Tick.state == "claimed")):
+                tick.state, tick.finished_at = "done", run.finished_at
+                s.add(tick)
+
+    def tick_state(self, channel: str, tick: datetime) -> str | None:
+        """``claimed``, ``done``, or None when nobody claimed this firing yet."""
+        with self.read() as s:
+            row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
+            return row.state if row else None
 
     def mark_crashed(self, channel: str) -> list[str]:
         """Runs of ``channel`` left "running" by a dead process become "crashed". Call holding the channel lock."""
@@ -306,8 +364,3 @@ class Ledger:
         with self.read() as s:
             return list(s.exec(select(GuardEvent).where(GuardEvent.run_id == run_id).order_by(GuardEvent.id)))
 
-
-_TABLES = [
-    models.Run, models.Turn, models.Execution, models.Topic, models.Article, models.Publication,
-    models.Registration, models.Report, models.Claim, models.GuardEvent,
-]

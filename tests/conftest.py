@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakellm import FakeLLM  # noqa: E402
+from services import postgres_database  # noqa: E402
 
 from pipeline import config as config_mod  # noqa: E402
 from pipeline.ledger import Ledger  # noqa: E402
@@ -86,5 +87,40 @@ class Harness:
 
 
 @pytest.fixture
-def harness(tmp_path, fake_llm, monkeypatch) -> Harness:
-    return Harness(tmp_path, fake_llm, monkeypatch)
+def pg_url():
+    """A fresh PostgreSQL database (skipped with one line when no server is reachable)."""
+    with postgres_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request, tmp_path):
+    """The ledger URL on each backend the ledger supports."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/ledger.db"
+    else:
+        with postgres_database() as url:
+            yield url
+
+
+def pytest_generate_tests(metafunc):
+    # A test module that sets LEDGER_BACKENDS = ("sqlite", "postgresql") runs each harness test on each.
+    backends = getattr(metafunc.module, "LEDGER_BACKENDS", None)
+    if backends and "ledger_backend" in metafunc.fixturenames:
+        metafunc.parametrize("ledger_backend", backends, indirect=True)
+
+
+@pytest.fixture
+def ledger_backend(request) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def harness(tmp_path, fake_llm, monkeypatch, ledger_backend):
+    h = Harness(tmp_path, fake_llm, monkeypatch)
+    if ledger_backend == "postgresql":
+        with postgres_database() as url:
+            h.env["PIPELINE_LEDGER__URL"] = url
+            yield h
+    else:
+        yield h
