@@ -232,6 +232,7 @@ def test_nudges_in_chinese(harness):
     assert "台账中没有本次运行 `publish` 的成功执行记录" in message
     assert "https://domain/item/fake-id" in message
     assert "tool_call" in message
+    assert "下一步：现在通过 tool_call 调用 `topic`" in message  # the next step, not the missing facts
 
 
 def test_model_turns_are_recorded_with_served_model_tokens_and_latency(harness):
