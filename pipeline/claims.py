@@ -59,10 +59,11 @@ DEFAULT_RULES: dict[str, list[str]] = {
         r"已(经)?(选定|确定|选好|定好)", r"选题(已|为)",
         r"\b(picked|chose|chosen|selected|locked in|settled on|decided on)\b[^.]{0,25}\btopic\b",
         r"\btopic\b[^.]{0,40}\b(selected|chosen|picked|locked in|decided|set)\b", r"\btoday'?s topic (is|was)\b",
+        r"\b(I|we) (have|'ve got|got) (a|the) topic\b",
     ],
     "draft": [
         r"(文章|正文|草稿|初稿|稿子)已(经)?(生成|完成|写好|撰写|写完)", r"已(生成|撰写|写好|写完)(了)?(文章|正文|草稿|初稿)",
-        r"\bdrafted\b",
+        r"\bdrafted\b", r"\bwrote (it|this|that|one) up\b", r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
         r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
         r"\b(draft|article|post|piece)s?\s+(is |was |has been |have been )?(written|drafted|generated|ready|done|finished|complete|completed)\b",
     ],
@@ -76,7 +77,8 @@ DEFAULT_RULES: dict[str, list[str]] = {
         r"\b(published|posted|uploaded|deployed|shipped)\b",
         r"\b(pushed|sent|synced|synchronized|delivered|submitted|put)\b[^.]{0,30}\b(to|on|onto)\s+(the\s+|our\s+)?(local\s+)?"
         r"(site|blog|platform|cms|production|website|web|server|medium|wordpress|ghost|channel)\b",
-        r"\bpushed (it )?(out|live)\b", r"\b(went|gone|go) (out|live|up)\b", r"\blive (at|on)\b",
+        r"\bpushed (it )?(out|live)\b", r"\b(went|gone|go) (out|live|up)\b", r"\blive (at|on)\b", r"\bhit publish\b",
+        r"\b(is|are|'s) (now )?out\b(?! of)", r"\bin the wild\b",
         r"\b(is|are|'s|was|were) (now )?(live|online|up on|out there)\b",
         r"\b(visible|available|readable|accessible) on (the |our )?(platform|site|blog|web|website)\b",
         r"\bmade it (onto|to|on) (the |our )?(site|blog|platform|website)\b",
@@ -86,12 +88,14 @@ DEFAULT_RULES: dict[str, list[str]] = {
         r"\bregistered\b",
         r"\b(logged|recorded|entered|added|written|filed|created|made)\b[^.]{0,40}\b(ledger|registry)\b",
         r"\b(ledger|registry)\b[^.]{0,30}\b(logged|recorded|entered|added|created|made)\b",
+        r"\bbooked\b[^.]{0,30}\b(ledger|registry)\b",
+        r"\b(ledger|registry)\b[^.]{0,20}\b(has|holds|contains|shows) (an |the |a )?(entry|record)\b",
     ],
     "report": [
         r"已(汇报|生成报告|发送报告|提交报告)", r"报告已(生成|发送|提交)",
         r"\breports?\b[^.]{0,25}\b(sent|generated|filed|delivered|written|posted|created|compiled)\b",
         r"\b(sent|generated|filed|delivered|wrote|created|put together|compiled|produced)\b[^.]{0,25}\breports?\b",
-        r"\breported\b",
+        r"\breported\b", r"\breports?\b[^.]{0,25}\b(went|gone) (out|to)\b",
     ],
 }
 
@@ -100,11 +104,14 @@ _ZH_STEPS: dict[str, str] = {
     "topic": r"选题|题目|选好",
     "draft": r"初稿|草稿|正文|写作|撰写|(?<!改)写(好|完|出)|(文章|稿子)(已经?)?生成",
     "humanize": r"拟人化|拟人|润色|改写",
-    "publish": r"发布|发表|上线|推送|上传|同步到|投递|挂到|放到|推到|发到|发出|(平台|站点|网站|博客)上?(看到|可见|访问)",
+    "publish": r"发布|发表|上线|推送|上传|同步到|投递|挂到|放到|推到|发到|发出|公开|直接发|发了|(平台|站点|网站|博客)上?(看到|可见|访问)",
     "register": r"登记|入账|入册|台账|编号(已经?)?分配",
     "report": r"报告|日报|汇报|周报",
 }
-_ZH_DONE = re.compile(r"已|了|完成|完毕|成功|搞定|好|啦|出来|出去|均|✅|✔|✓|☑|[:：]\s*是\s*$")
+_ZH_DONE = re.compile(r"已|了|完成|完毕|成功|搞定|好|啦|出来|出去|均|通过|✅|✔|✓|☑|[:：]\s*是\s*$|"
+                      r"[:：]\s*(ok|okay|done|yes|pass|passed|success)\s*$", re.IGNORECASE)
+# Verbs that say "written" or "sent" of anything: with a report named in the clause, they are the report's.
+_ZH_GENERIC = {"draft": re.compile(r"写好|写完|写出|撰写"), "publish": re.compile(r"发出|发到|发了|发给")}
 
 # English: a step named, then a status after it ("Publish: done", "registration is in place").
 _EN_STEPS: dict[str, str] = {
@@ -131,7 +138,8 @@ _NON_ASSERTIVE_EN = re.compile(
     r"\b(not|never|cannot|can't|couldn't|didn't|don't|doesn't|wasn't|weren't|isn't|aren't|hasn't|haven't|"
     r"won't|unable|failed|fail|fails|failure|error|errored|rejected|refused|no longer|without|nothing|none|neither|nor|"
     r"pending|remaining|skipped|todo|waiting|false|unverified|"
-    r"will|shall|to be|going to|about to|plan to|plans to|planning|intend|intends|next|let me|I'll|we'll|need to|needs to|"
+    r"will|shall|to be|going to|about to|plan to|plans to|planning|intend|intends|next|let me|\w+'ll|need to|needs to|as soon as|until|"
+    r"only\b[^.]{0,20}\b(after|once|when|if)|happens? after|comes? after|"
     r"should|would|could|might|may|must|requires?|required|can only|only (after|when|once|if|a|an|the)|each|every|exactly once|"
     r"if|unless|once|whether|when)\b|(?<!registration )\bno\b(?![.:：])|❌|✘|✗|✖|☐|⏸|⏳|🚫",
     re.IGNORECASE,
@@ -205,8 +213,13 @@ class ClaimRules:
         bare = _URL.sub(" ", clause)
         found = [cap for cap, rx in self.rules.items() if rx.search(bare)]
         zh_done = _CJK.search(bare) and _ZH_DONE.search(bare)
+        report_named = self.zh_steps["report"].search(bare)
         for cap, rx in self.zh_steps.items():
-            if zh_done and cap not in found and rx.search(bare):
+            if not zh_done or cap in found:
+                continue
+            m = rx.search(bare)
+            if m and not (report_named and cap in _ZH_GENERIC and _ZH_GENERIC[cap].fullmatch(m.group(0))
+                          and not rx.search(_ZH_GENERIC[cap].sub(" ", bare))):
                 found.append(cap)
         # English: the status must follow the step with nothing but other steps of a list in between
         # ("Topic, draft and humanize are done"), not another step's status ("the humanized version
