@@ -63,7 +63,7 @@ DEFAULT_RULES: dict[str, list[str]] = {
     ],
     "draft": [
         r"(文章|正文|草稿|初稿|稿子)已(经)?(生成|完成|写好|撰写|写完)", r"已(生成|撰写|写好|写完)(了)?(文章|正文|草稿|初稿)",
-        r"\bdrafted\b", r"\bwrote (it|this|that|one) up\b", r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
+        r"\b(drafted|composed|authored)\b", r"\bwrote (it|this|that|one) up\b", r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
         r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
         r"\b(draft|article|post|piece)s?\s+(is |was |has been |have been )?(written|drafted|generated|ready|done|finished|complete|completed)\b",
     ],
@@ -78,7 +78,8 @@ DEFAULT_RULES: dict[str, list[str]] = {
         r"\b(pushed|sent|synced|synchronized|delivered|submitted|put)\b[^.]{0,30}\b(to|on|onto)\s+(the\s+|our\s+)?(local\s+)?"
         r"(site|blog|platform|cms|production|website|web|server|medium|wordpress|ghost|channel)\b",
         r"\bpushed (it )?(out|live)\b", r"\b(went|gone|go) (out|live|up)\b", r"\blive (at|on)\b", r"\bhit publish\b",
-        r"\b(is|are|'s) (now )?out\b(?! of)", r"\bin the wild\b",
+        r"\b(is|are|'s) (now )?out\b(?! of)", r"\bin the wild\b", r"\breleased\b", r"\b(and|now) live\b",
+        r"\b(is|are|'s) (now )?on (the |our )?(site|blog|platform|website)\b",
         r"\b(is|are|'s|was|were) (now )?(live|online|up on|out there)\b",
         r"\b(visible|available|readable|accessible) on (the |our )?(platform|site|blog|web|website)\b",
         r"\bmade it (onto|to|on) (the |our )?(site|blog|platform|website)\b",
@@ -104,7 +105,7 @@ _ZH_STEPS: dict[str, str] = {
     "topic": r"选题|题目|选好",
     "draft": r"初稿|草稿|正文|写作|撰写|(?<!改)写(好|完|出)|(文章|稿子)(已经?)?生成",
     "humanize": r"拟人化|拟人|润色|改写",
-    "publish": r"发布|发表|上线|推送|上传|同步到|投递|挂到|放到|推到|发到|发出|公开|直接发|发了|(平台|站点|网站|博客)上?(看到|可见|访问)",
+    "publish": r"发布|发表|上线|推送|上传|同步到|投递|挂到|放到|推到|发到|发出|公开|直接发|发了|放出|上架|(平台|站点|网站|博客)上?(看到|可见|访问)",
     "register": r"登记|入账|入册|台账|编号(已经?)?分配",
     "report": r"报告|日报|汇报|周报",
 }
@@ -123,7 +124,7 @@ _EN_STEPS: dict[str, str] = {
     "report": r"\breports?\b",
 }
 _EN_DONE = re.compile(r"\b(done|complete|completed|success|successful|successfully|succeeded|ok|okay|yes|true|finished|"
-                      r"verified|in place|went through|ready)\b|✅|✔|✓|☑", re.IGNORECASE)
+                      r"verified|in place|went through|ready|exists)\b|✅|✔|✓|☑", re.IGNORECASE)
 _MARK_DONE = re.compile(r"✅|✔|✓|☑")
 _LIST_GLUE = re.compile(r"[\s,/&]*(\b(and|or)\b)?[\s,/&]*", re.IGNORECASE)
 
@@ -131,7 +132,7 @@ _LIST_GLUE = re.compile(r"[\s,/&]*(\b(and|or)\b)?[\s,/&]*", re.IGNORECASE)
 _NON_ASSERTIVE_ZH = re.compile(
     r"尚未|未能|暂未|并未|还没|没有|没能|没|未|不(?!错)|无法|失败|错误|出错|报错|拒绝|否|等待|"  # negation / failure
     r"将要|将会|(?<!已)将|准备|计划|打算|即将|稍后|接下来|下一步|随后|待|需|应该|应当|要去|会|(?<![重主需摘只不])要(?!求)|^等|等到|"  # future / plan
-    r"必须|要求|只有|只要|才|方可|前提|"  # rules and orders
+    r"必须|要求|只有(?!\s*[\d零一二两三四五六七八九十百])|只要|才|方可|前提|"  # rules and orders
     r"如果|若|假如|假设|一旦|倘若|如需|是否|吗|呢"  # conditional / question
 )
 _NON_ASSERTIVE_EN = re.compile(
@@ -139,17 +140,18 @@ _NON_ASSERTIVE_EN = re.compile(
     r"won't|unable|failed|fail|fails|failure|error|errored|rejected|refused|no longer|without|nothing|none|neither|nor|"
     r"pending|remaining|skipped|todo|waiting|false|unverified|"
     r"will|shall|to be|going to|about to|plan to|plans to|planning|intend|intends|next|let me|\w+'ll|need to|needs to|as soon as|until|"
-    r"only\b[^.]{0,20}\b(after|once|when|if)|happens? after|comes? after|"
+    r"only\b[^.]{0,20}\b(after|once|when|if)|happens? after|comes? after|ha(s|ve) to|"
     r"should|would|could|might|may|must|requires?|required|can only|only (after|when|once|if|a|an|the)|each|every|exactly once|"
     r"if|unless|once|whether|when)\b|(?<!registration )\bno\b(?![.:：])|❌|✘|✗|✖|☐|⏸|⏳|🚫",
     re.IGNORECASE,
 )
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?\n])|(?<=[.;；])(?=\s|$)")
-_CLAUSE_SPLIT = re.compile(r"[，,；;\n]|\s[-–—]{1,2}\s|——|\s\|\s|\s+but\s+|\s+however\s+|但是|但|不过", re.IGNORECASE)
+_CLAUSE_SPLIT = re.compile(r"[，,；;\n]|\s[-–—]{1,2}\s|——|\s\|\s|\s+(?:but|however|though|although)\s+|但是|但|不过", re.IGNORECASE)
 _URL = re.compile(r"https?://[^\s<>\"'`，。；、）)\]】|]+", re.IGNORECASE)
 _LINK_WORD = re.compile(r"链接|网址|地址|\b(link|url|at|available)\b", re.IGNORECASE)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+_EXAMPLE = re.compile(r"(\blike|such as|e\.g\.|for example|for instance|例如|比如|格式为?|形如)[\s:：]*$", re.IGNORECASE)
 
 # Scores. Numbers come as 85, 78.4, 八十五, seventy-eight; the context says whether one is a score.
 _EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
@@ -253,8 +255,9 @@ class ClaimRules:
                     continue
                 for cap in self.capabilities_in(clause):
                     keyword_claims.setdefault(cap, ClaimFound(cap, clause))
-                for no in self.registration_no.findall(clause):
-                    values.append(("register", no, clause))
+                for m in self.registration_no.finditer(clause):
+                    if not _EXAMPLE.search(clause[:m.start()]):  # "a number like CT-…" shows a format
+                        values.append(("register", m.group(0), clause))
                 for score in scores_in(self.registration_no.sub(" ", _URL.sub(" ", clause))):
                     values.append(("humanize", score, clause))
                 for url in _URL.findall(clause):
