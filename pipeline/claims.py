@@ -63,13 +63,13 @@ DEFAULT_RULES: dict[str, list[str]] = {
     ],
     "draft": [
         r"(文章|正文|草稿|初稿|稿子)已(经)?(生成|完成|写好|撰写|写完)", r"已(生成|撰写|写好|写完)(了)?(文章|正文|草稿|初稿)",
-        r"\b(drafted|composed|authored)\b", r"\bwrote (it|this|that|one) up\b", r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
+        r"\b(drafted|composed|authored)\b", r"\bwrote the (first|initial) (version|cut)\b", r"\bwrote (it|this|that|one) up\b", r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
         r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
         r"\b(draft|article|post|piece)s?\s+(is |was |has been |have been )?(written|drafted|generated|ready|done|finished|complete|completed)\b",
     ],
     "humanize": [
         r"已(完成)?(拟人化|润色|改写)",
-        r"\bhumani[sz]ed\b(?!\s+(version|text|article|draft|copy))", r"\b(rewrote|rewritten|reworded|polished)\b",
+        r"\bhumani[sz]ed\b(?!\s+(version|text|article|draft|copy))", r"\b(rewrote|rewritten|reworded|reworked|polished)\b",
         r"\bsounds? (more )?(human|natural)", r"\breads? (more )?natural(ly)?\b",
     ],
     "publish": [
@@ -79,7 +79,8 @@ DEFAULT_RULES: dict[str, list[str]] = {
         r"(site|blog|platform|cms|production|website|web|server|medium|wordpress|ghost|channel)\b",
         r"\bpushed (it )?(out|live)\b", r"\b(went|gone|go) (out|live|up)\b", r"\blive (at|on)\b", r"\bhit publish\b",
         r"\b(is|are|'s) (now )?out\b(?! of)", r"\bin the wild\b", r"\breleased\b", r"\b(and|now) live\b",
-        r"\b(is|are|'s) (now )?on (the |our )?(site|blog|platform|website)\b",
+        r"\b(is|are|'s) (now )?on (the |our )?(site|blog|platform|website)\b", r"\bup and running\b",
+        r"\bmade (it|the \w+) (public|available)\b",
         r"\b(is|are|'s|was|were) (now )?(live|online|up on|out there)\b",
         r"\b(visible|available|readable|accessible) on (the |our )?(platform|site|blog|web|website)\b",
         r"\bmade it (onto|to|on) (the |our )?(site|blog|platform|website)\b",
@@ -89,7 +90,7 @@ DEFAULT_RULES: dict[str, list[str]] = {
         r"\bregistered\b",
         r"\b(logged|recorded|entered|added|written|filed|created|made)\b[^.]{0,40}\b(ledger|registry)\b",
         r"\b(ledger|registry)\b[^.]{0,30}\b(logged|recorded|entered|added|created|made)\b",
-        r"\bbooked\b[^.]{0,30}\b(ledger|registry)\b",
+        r"\bbooked\b[^.]{0,30}\b(ledger|registry)\b", r"\b(put|placed|is|are) (it |them )?on record\b",
         r"\b(ledger|registry)\b[^.]{0,20}\b(has|holds|contains|shows) (an |the |a )?(entry|record)\b",
     ],
     "report": [
@@ -140,14 +141,14 @@ _NON_ASSERTIVE_EN = re.compile(
     r"won't|unable|failed|fail|fails|failure|error|errored|rejected|refused|no longer|without|nothing|none|neither|nor|"
     r"pending|remaining|skipped|todo|waiting|false|unverified|"
     r"will|shall|to be|going to|about to|plan to|plans to|planning|intend|intends|next|let me|\w+'ll|need to|needs to|as soon as|until|"
-    r"only\b[^.]{0,20}\b(after|once|when|if)|happens? after|comes? after|ha(s|ve) to|"
+    r"only\b[^.]{0,20}\b(after|once|when|if)|happens? after|comes? after|ha(s|ve) to|can be|"
     r"should|would|could|might|may|must|requires?|required|can only|only (after|when|once|if|a|an|the)|each|every|exactly once|"
     r"if|unless|once|whether|when)\b|(?<!registration )\bno\b(?![.:：])|❌|✘|✗|✖|☐|⏸|⏳|🚫",
     re.IGNORECASE,
 )
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?\n])|(?<=[.;；])(?=\s|$)")
-_CLAUSE_SPLIT = re.compile(r"[，,；;\n]|\s[-–—]{1,2}\s|——|\s\|\s|\s+(?:but|however|though|although)\s+|但是|但|不过", re.IGNORECASE)
+_CLAUSE_SPLIT = re.compile(r"[，,；;\n]|…+|\s[-–—]{1,2}\s|——|\s\|\s|\s+(?:but|however|though|although)\s+|但是|但|不过", re.IGNORECASE)
 _URL = re.compile(r"https?://[^\s<>\"'`，。；、）)\]】|]+", re.IGNORECASE)
 _LINK_WORD = re.compile(r"链接|网址|地址|\b(link|url|at|available)\b", re.IGNORECASE)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -170,7 +171,7 @@ _SCORE_UNIT = re.compile(r"^\s*(分(?!钟|之|析|享|别|配)|points?\b|pts\b|/
 _SCORE_AFTER = re.compile(r"^[^\d\n]{0,25}(humanness|human[- ]?likeness|naturalness|humani[sz]\w*)", re.IGNORECASE)
 _PERCENT = re.compile(r"^\s*%")
 _SCORE_WORD = re.compile(r"评分|得分|打分|分数|拟人|人味|score|rating|rated|humani[sz]|human[- ]?likeness|humanness|naturalness", re.IGNORECASE)
-_THRESHOLD = re.compile(r"(threshold|阈值|门槛|at least|minimum|min\.|≥|>=|below|under|above|over|低于|高于|超过|不低于)"
+_THRESHOLD = re.compile(r"(threshold|阈值|门槛|离|距离|at least|minimum|min\.|≥|>=|below|under|above|over|低于|高于|超过|不低于)"
                         r"[^\d\n]{0,12}$", re.IGNORECASE)
 _THRESHOLD_AFTER = re.compile(r"^\s*(分)?\s*(的)?(门槛|阈值|threshold|or (more|higher|above))", re.IGNORECASE)
 _NOT_SCORE_AFTER = re.compile(r"^\s*(分钟|秒|篇|次|个|条|号|天|小时|minutes?|seconds?|hours?|days?|times|am|pm|s\b)", re.IGNORECASE)
@@ -344,6 +345,7 @@ def scores_in(clause: str) -> list[str]:
 
 # --- layout ----------------------------------------------------------------------------
 
+_STEP_NAME = re.compile("|".join([*_ZH_STEPS.values(), *_EN_STEPS.values()]), re.IGNORECASE)
 _TABLE_SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?$")
 _BULLET = re.compile(r"^\s*(?:[-*+•>]+|\d{1,2}[.)、]|#{1,6})\s+")
 _DASH_STATUS = re.compile(r"^([^:：—–]{1,24}?)(?:\s*(?:—{1,2}|–)\s*|\s+-{1,2}\s+)(\S.*)$")
@@ -397,17 +399,27 @@ def normalise_layout(text: str) -> str:
         last = end
     parts.append(text[last:])
     lines = "".join(parts).splitlines()
-    out = []
+    out: list[str] = []
+    header: list[str] | None = None
     for i, raw in enumerate(lines):
         line = raw.strip()
         if line.startswith("```") or _TABLE_SEPARATOR.match(line):
             continue
         if line.startswith("|") and line.count("|") >= 2:
-            if i + 1 < len(lines) and _TABLE_SEPARATOR.match(lines[i + 1].strip()):
-                continue  # a header row names columns, it states nothing
             cells = [c.strip() for c in line.strip("|").split("|")]
-            line = f"{cells[0]}: {' '.join(cells[1:])}"
+            if i + 1 < len(lines) and _TABLE_SEPARATOR.match(lines[i + 1].strip()):
+                # A header row names columns and states nothing, unless the columns are the steps
+                # ("| topic | draft |" over "| ✓ | ✓ |"): then each row cell is that step's status.
+                header = cells if sum(bool(_STEP_NAME.search(c)) for c in cells) >= 2 else None
+                continue
+            if header and len(header) == len(cells):
+                line = " | ".join(f"{h}: {c}" for h, c in zip(header, cells))
+            else:
+                line = f"{cells[0]}: {' '.join(cells[1:])}"
+        elif not line.startswith("|"):
+            header = None
         line = _BULLET.sub("", line).replace("**", "").replace("__", "")
+        line = re.sub(r"\s*\.{3,}\s*", ": ", line)  # dot leaders: "Humanize ...... done"
         line = re.sub(r"\[[xX✓]\]", "✅", line).replace("[ ]", "☐")
         m = _DASH_STATUS.match(line)
         if m and len(m.group(1).split()) <= 3:  # "Publish — done", "发布 —— 成功": a label and its status
