@@ -231,6 +231,7 @@ class FakeLLM:
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
+        self.marks: dict[str, int] = {}  # scenario -> requests seen before mark(): "flaky" fails after each mark
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -246,6 +247,10 @@ class FakeLLM:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def mark(self, scenario: str) -> None:
+        """Start ``scenario`` afresh: "flaky" fails its first requests again (the server outlives one test)."""
+        self.marks[scenario] = self.count(scenario)
 
     def count(self, scenario: str) -> int:
         with self.lock:
@@ -278,7 +283,7 @@ class FakeLLM:
                 scenario = req.get("model", "")
                 if fake.delay_s:
                     time.sleep(fake.delay_s)
-                if scenario == "down" or (scenario == "flaky" and seen <= FLAKY_FAILURES):
+                if scenario == "down" or (scenario == "flaky" and seen - fake.marks.get(scenario, 0) <= FLAKY_FAILURES):
                     return self._send(503, {"error": {"message": "upstream overloaded", "type": "server_error"}})
                 messages = req.get("messages", [])
                 fmt = (req.get("response_format") or {}).get("json_schema", {})
