@@ -290,8 +290,11 @@ class WordPress(Platform):
         self.permalinks = "plain"  # plain | date | postname
         self.role = "administrator"  # administrator (unfiltered_html) | author
         self.database_down = False
+        self.api_blocked = False  # a security plugin or proxy that hides the REST API: every URL is a page
 
     def _api_route(self, req: Request) -> str | None:
+        if self.api_blocked:
+            return None
         if "rest_route" in req.query:
             return req.query["rest_route"]
         if self.permalinks != "plain" and req.path.startswith("/wp-json/"):
@@ -375,7 +378,7 @@ class WordPress(Platform):
                 post = next((p for p in self.posts if str(p.id) == req.query["p"]), None)
             else:
                 post = next((p for p in self.posts if _target(p.url) == req.target), None)
-        if req.path == "/" and not req.query or (post is None and req.path.startswith("/wp-json/")):
+        if (req.path == "/" and "p" not in req.query) or (post is None and req.path.startswith("/wp-json/")):
             # The front page (and, with plain permalinks, anything under /wp-json/).
             return Reply(200, "<!DOCTYPE html><html><head><title>Site</title></head><body>front page</body></html>",
                          {"Content-Type": "text/html; charset=UTF-8"})
