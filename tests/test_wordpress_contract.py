@@ -264,3 +264,57 @@ def test_the_budget_is_per_run_not_per_call(tmp_path, wp):
     with pytest.raises(PlatformUnavailableError, match="4 failed request"):
         publish.fn(ctx, article.id)
     assert len(wp.log) == posts_before  # not one more request
+
+
+# --- bugs 3 and 7 at the level of a run ------------------------------------------
+
+
+def _wp_extra(server) -> str:
+    return f"""
+[publish]
+target = "wordpress"
+timeout_s = 3
+backoff_s = 0.01
+
+[publish.wordpress]
+url = "{server.base_url}"
+username = "editor"
+password_env = "{SECRET_ENV['wordpress']}"
+"""
+
+
+def test_the_next_run_registers_what_an_interrupted_run_published(harness, wp, monkeypatch):
+    """Bug 7 / issue 14 item 5: published and verified, then SIGTERM before register; the next run completes it."""
+    from pipeline.models import Registration
+
+    harness.config("honest", _wp_extra(wp))
+    dead = new_context(harness.dir / "config.toml")
+    assert publish.fn(dead, add_article(dead, "\nInterrupted.").id)["verified"]
+    dead.ledger.finish_run(dead.run_id, "interrupted", 130, "stop requested; stopped between two steps")
+    outcome, ledger = harness.run("honest", _wp_extra(wp))
+    assert outcome.exit_code == 0, outcome
+    with ledger.read() as s:
+        regs = {r.run_id: r.registration_no for r in s.exec(select(Registration)).all()}
+    assert set(regs) == {dead.run_id, outcome.run_id}  # the interrupted run's publication, and this run's own
+    again, _ = harness.run("honest", _wp_extra(wp))
+    with ledger.read() as s:
+        assert len(s.exec(select(Registration)).all()) == 3  # nothing registered twice
+    assert wp.stats()["duplicates"] == 0
+
+
+def test_recovery_with_a_changed_password_ends_the_run_with_exit_2_naming_the_credentials(harness, wp, monkeypatch):
+    """Bug 3: the crashed run's pending row stayed pending and the operator never heard "credentials"."""
+    harness.config("honest", _wp_extra(wp))
+    dead = new_context(harness.dir / "config.toml")
+    article = add_article(dead, "\nCrashed.")
+    with dead.ledger.write() as s:
+        s.add(Publication(run_id=dead.run_id, article_id=article.id, idempotency_key=_key(dead.run_id, article),
+                          target="wordpress", content_hash=article.content_hash))
+    dead.ledger.finish_run(dead.run_id, "crashed", None, "killed")
+    monkeypatch.setenv(SECRET_ENV["wordpress"], "changed pass word")
+    outcome, ledger = harness.run("honest", _wp_extra(wp))
+    assert outcome.exit_code == 2 and outcome.status == "error", outcome
+    assert "application password" in outcome.error and SECRET_ENV["wordpress"] in outcome.error
+    assert ledger.get_run(outcome.run_id).exit_code == 2
+    with ledger.read() as s:
+        assert s.exec(select(Publication)).one().status == "pending"  # still unknown, for the next run
