@@ -291,6 +291,7 @@ class WordPress(Platform):
         self.role = "administrator"  # administrator (unfiltered_html) | author
         self.database_down = False
         self.api_blocked = False  # a security plugin or proxy that hides the REST API: every URL is a page
+        self.redirect_to = ""  # a site that moved (http -> https, www): every request answers 301 there
 
     def _api_route(self, req: Request) -> str | None:
         if self.api_blocked:
@@ -303,6 +304,8 @@ class WordPress(Platform):
 
     def handle(self, req: Request) -> Reply:
         route = self._api_route(req)
+        if self.redirect_to:
+            return Reply(301, "", {"Location": self.redirect_to + req.target, "Content-Type": "text/html"})
         if self.database_down:
             if route is not None and "json" in req.headers.get("Content-Type", ""):
                 return Reply(500, {"code": "wp_die", "message": "<h1>Error establishing a database connection</h1>",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import re
-import time
 
 import httpx
 import pytest
@@ -73,6 +72,14 @@ def test_a_2xx_that_is_not_the_api_is_a_configuration_error(tmp_path, wp):
     with pytest.raises(ConfigError, match=r"answered 200 with text/html, not the API's JSON") as err:
         publish.fn(ctx, add_article(ctx).id)
     assert "\n" not in str(err.value) and wp.stats()["posts"] == 0
+
+
+def test_a_redirect_is_a_configuration_error_naming_where_it_goes(tmp_path, wp):
+    """Bug 1's other face: the operator saw only "answered 301"."""
+    wp.redirect_to = "https://blog.example.com"
+    ctx = ctx_for(tmp_path, wp)
+    with pytest.raises(ConfigError, match=r"answered 301, a redirect to https://blog.example.com/\?rest_route=.*set url"):
+        publish.fn(ctx, add_article(ctx).id)
 
 
 @pytest.mark.parametrize("role", ["administrator", "author"])
