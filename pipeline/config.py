@@ -139,6 +139,10 @@ class PublishConfig(_Section):
     backoff_s: float = Field(0.5, ge=0)
     # A pending publication of a run still "running" after this long is presumed crashed.
     recover_after_min: float = Field(60.0, gt=0)
+    # Per run: after this many failed platform requests (refused, timed out, 5xx, 429), or this many
+    # seconds after the first one, publish stops calling the platform and the run ends with exit 6.
+    max_failed_attempts: int = Field(6, ge=1, le=100)
+    unavailable_after_s: float = Field(30.0, gt=0)
     local: LocalPublishConfig = Field(default_factory=LocalPublishConfig)
     wordpress: WordPressPublishConfig = Field(default_factory=WordPressPublishConfig)
     ghost: GhostPublishConfig = Field(default_factory=GhostPublishConfig)
@@ -208,6 +212,9 @@ class EngineConfig(_Section):
     # Redis: a delivered task not acknowledged within this is given to another worker; it must exceed
     # the longest run (RabbitMQ redelivers when the worker's connection closes instead).
     visibility_timeout_s: int = Field(3600, ge=10)
+    # A queued tick that no worker has claimed after this is queued again (a broker that lost it on a
+    # restart, e.g. Redis without persistence); a duplicate is harmless, the run claims its tick once.
+    resend_after_s: int = Field(120, ge=5)
     # A task whose ledger could not be reached is retried with exponential backoff, at most this often.
     max_retries: int = Field(5, ge=0, le=50)
     # Worker processes of `pipeline worker` (each loads the model and the ledger once); 0: one per core,
