@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -95,20 +96,32 @@ def main() -> int:
     ap.add_argument("--model", default="local/qwen2.5-coder-1.5b")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "brainstorm.json"))
     args = ap.parse_args()
-    rows = []
+    rows: list[dict] = []
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     print(f"{'run':>3} {'exit':>4} {'status':<13} {'reason':<17} {'turns':>5} {'nudges':>6} {'wall s':>7} {'load':>9}  failed calls", flush=True)
     for i in range(1, args.runs + 1):
-        r = one_run(i, args.model, args.timeout)
+        try:
+            r = one_run(i, args.model, args.timeout)
+        except KeyboardInterrupt:  # stopped (timeout, ^C): summarise the runs that completed
+            break
         rows.append(r)
         print(f"{i:>3} {str(r['exit_code']):>4} {r.get('status') or '-':<13} {r.get('reason') or '-':<17} {r.get('turns', '-'):>5} "
               f"{r.get('nudges', '-'):>6} {r['wall_s']:>7} {r['load_avg_1m'][0]:>4}/{r['load_avg_1m'][1]:<4}  "
               f"{','.join(r.get('failed_calls') or []) or '-'}", flush=True)
         Path(args.out).write_text(json.dumps({"runs": rows}, indent=2, ensure_ascii=False) + "\n")
+    summary = summarise(rows, args.model, args.runs)
+    Path(args.out).write_text(json.dumps({"summary": summary, "runs": rows}, indent=2, ensure_ascii=False) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def summarise(rows: list[dict], model: str, planned: int) -> dict:
     walls = [r["wall_s"] for r in rows]
     exit0 = [r for r in rows if r["exit_code"] == 0]
     violations = [r["run"] for r in exit0 if not (r.get("verified_publication") and r.get("registration"))]
-    summary = {
-        "model": args.model, "runs": len(rows), "cpus": os.cpu_count(),
+    return {
+        "model": model, "runs": len(rows), "planned_runs": planned, "cpus": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "exit_codes": {str(c): sum(1 for r in rows if r["exit_code"] == c) for c in sorted({r["exit_code"] for r in rows}, key=str)},
         "exit_0": len(exit0), "exit_0_without_publication_and_registration": violations,
         "median_wall_s": statistics.median(walls) if walls else None, "max_wall_s": max(walls) if walls else None,
@@ -116,9 +129,6 @@ def main() -> int:
         "total_nudges": sum(r.get("nudges") or 0 for r in rows),
         "targets": {"exit_0_at_least": 18 * len(rows) / 20, "median_wall_s_at_most": 60},
     }
-    Path(args.out).write_text(json.dumps({"summary": summary, "runs": rows}, indent=2, ensure_ascii=False) + "\n")
-    print(json.dumps(summary, indent=2))
-    return 0
 
 
 if __name__ == "__main__":
