@@ -260,6 +260,28 @@ def serve(config_path: str, ready: threading.Event | None = None) -> int:
     return 0
 
 
+def daemon_state(cfg) -> dict:
+    """Is a daemon serving this config's state dir? It holds ``daemon.lock`` for as long as it lives."""
+    import fcntl
+
+    path = cfg.state_dir / "daemon.lock"
+    state = {"running": False, "pid": None, "lock": str(path)}
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return state  # never started here
+    try:
+        try:
+            # A shared lock is refused while the daemon holds its exclusive one; taken, it is dropped at once.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            state.update(running=True, pid=int(pid) if pid.isdigit() else None)
+    finally:
+        os.close(fd)
+    return state
+
+
 def status(cfg, now: datetime | None = None) -> list[dict]:
     """Per channel: next fire, last run and its age, publications today, overdue."""
     from datetime import timedelta, timezone
@@ -271,19 +293,25 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
     from .models import Publication, Run
     from .scheduling import next_fire, previous_fire
 
+    from .reader import sqlite_path
+
     now = now or datetime.now(timezone.utc)
-    ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    path = sqlite_path(cfg.ledger_url)
+    # Looking must not create: with no ledger file yet, no channel has run.
+    ledger = None if path is not None and not path.exists() else Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     rows = []
     for name in cfg.channel_names():
         chan = cfg.for_channel(name).channel
         trigger = make_trigger(chan.cron, chan.timezone)
         tz = ZoneInfo(chan.timezone)
         day_start = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
-        with ledger.read() as s:
-            last = s.exec(select(Run).where(Run.channel == name).order_by(Run.started_at.desc())).first()
-            published = len(s.exec(select(Publication).join(Run, Run.id == Publication.run_id).where(
-                Run.channel == name, Publication.status == "verified",
-                Publication.verified_at >= day_start)).all())
+        last, published = None, 0
+        if ledger is not None:
+            with ledger.read() as s:
+                last = s.exec(select(Run).where(Run.channel == name).order_by(Run.started_at.desc())).first()
+                published = len(s.exec(select(Publication).join(Run, Run.id == Publication.run_id).where(
+                    Run.channel == name, Publication.status == "verified",
+                    Publication.verified_at >= day_start)).all())
         started = _aware(last.started_at) if last else None
         prev = previous_fire(trigger, now - timedelta(seconds=cfg.daemon.overdue_after_s))
         overdue = prev is not None and (started is None or started < prev - timedelta(seconds=60))
