@@ -249,6 +249,7 @@ def serve(config_path: str, ready: threading.Event | None = None) -> int:
         shutdown.install(on_first=first, on_force=force)
         if cfg.daemon.executor == "process":
             warm(scheduler)
+        metrics_server = _serve_metrics(cfg)
         scheduler.resume()
         for job in scheduler.get_jobs():
             log.warning("channel %s: next run %s", job.name, job.next_run_time)
@@ -257,7 +258,24 @@ def serve(config_path: str, ready: threading.Event | None = None) -> int:
         stopped.wait()
         log.warning("stopping: waiting for runs in progress to reach the end of their step")
         scheduler.shutdown(wait=True)
+        if metrics_server is not None:
+            metrics_server.shutdown()
     return 0
+
+
+def _serve_metrics(cfg):
+    """Prometheus /metrics at [metrics] listen, read from the ledger at each scrape."""
+    if not cfg.metrics.listen:
+        return None
+    from . import metrics
+    from .errors import ConfigError
+
+    try:
+        server = metrics.serve(cfg.metrics.listen, cfg.ledger_url)
+    except OSError as exc:
+        raise ConfigError(f"[metrics] listen {cfg.metrics.listen}: {exc.strerror or exc}") from None
+    log.warning("metrics at http://%s/metrics", cfg.metrics.listen)
+    return server
 
 
 def daemon_state(cfg) -> dict:

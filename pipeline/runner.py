@@ -25,6 +25,7 @@ from .guard import Guard
 from .ledger import Ledger
 from .llm import ChatModel, is_local
 from .locks import channel_lock
+from .metrics import export_after_run
 from .prompts import Prompts
 from .publishers import get_publisher
 from .tools import RunContext, Toolbox
@@ -129,6 +130,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     if status != "done":
         log.error("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, status, code, error, run.id)
     alerter.finished(channel, run.id, status, int(code), error)
+    export_after_run(cfg)
     if own_ledger:
         ledger.close()
     return RunOutcome(run.id, status, int(code), error)
