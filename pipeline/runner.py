@@ -101,7 +101,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     tools = toolbox()
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard)
-    alerter.started()
+    alerter.started(run.id, channel, cfg.llm.model)
     ctx = RunContext(run.id, cfg, ledger, llm, prompts)
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names)
     if notify:
