@@ -91,7 +91,7 @@ def _settle(ledger: Ledger, row_id: int, published: Published, problem: str | No
     """Write the outcome of a publication that reached the platform."""
     with ledger.write() as s:
         row = s.get(Publication, row_id)
-        row.url = published.url
+        row.url, row.remote_id = published.url, published.remote_id
         row.status = "unverified" if problem else "verified"
         row.verification = f"{note}; {problem}" if problem and note != "ok" else (problem or note)
         row.verified_at = None if problem else utcnow()
@@ -227,7 +227,7 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
             row.status = "failed"
             row.verification = f"{RECOVERED}: " + (mismatch or f"not on {pub.target}, so it was never published")
         else:
-            row.url = found.url
+            row.url, row.remote_id = found.url, found.remote_id
             row.status = "unverified" if problem else "verified"
             row.verification = f"{RECOVERED}; {problem}" if problem else RECOVERED
             row.verified_at = None if problem else utcnow()

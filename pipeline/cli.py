@@ -533,6 +533,54 @@ def ledger_show(run_arg: Annotated[Optional[str], typer.Argument(metavar="[RUN_I
               f"({tot['failed_executions']} failed), {tot['nudges']} nudges", highlight=False)
 
 
+# --- ledger schema ------------------------------------------------------------------
+
+@ledger_app.command("migrate")
+def ledger_migrate(config: ConfigOpt = None,
+                   to: Annotated[str, typer.Option("--to", help="Target revision (default: head); an older one downgrades.")] = "head",
+                   sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead of running it.")] = False,
+                   downgrade: Annotated[bool, typer.Option("--downgrade", help="Allow --to an older revision (drops what later ones added).")] = False) -> None:
+    """Migrate the ledger's schema explicitly (every open also migrates to head)."""
+    from . import migrations
+    from .ledger import Ledger
+
+    with _clean_errors():
+        cfg = config_mod.load(config)
+        ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=False)
+        if sql:
+            sys.stdout.write(migrations.upgrade_sql(cfg.ledger_url, ledger.engine, to))
+            return
+        done = migrations.migrate(ledger.engine, to, allow_downgrade=downgrade)
+    if done.stamped_legacy:
+        out.print(f"ledger made by 0.1.0: stamped at baseline {migrations.BASELINE}", highlight=False)
+    if done.before == done.after:
+        out.print(f"ledger already at {done.after}", highlight=False)
+    else:
+        out.print(f"ledger migrated {done.before or 'base'} → {done.after}", highlight=False)
+
+
+@ledger_app.command("check")
+def ledger_check(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Schema revision and integrity of the ledger, read-only. Exit 0 sound, 1 problems or not current, 2 cannot open."""
+    from .ledger import Ledger
+    from .ledger_check import check
+
+    with _clean_errors():
+        cfg = config_mod.load(config)
+        health = check(Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=False).engine)
+    if as_json:
+        sys.stdout.write(json.dumps(health.as_dict(), indent=2) + "\n")
+    else:
+        out.print(f"ledger   {health.backend}", highlight=False)
+        out.print(f"schema   {health.revision or '(none)'} ({health.schema}; this program: {health.head})", highlight=False)
+        for note in health.notes:
+            out.print(f"         {note}", highlight=False, markup=False)
+        for problem in health.problems:
+            err.print(f"problem: {problem}", highlight=False, markup=False)
+        out.print("ok" if health.ok else "NOT OK", highlight=False)
+    raise typer.Exit(0 if health.ok else 1)
+
+
 # --- claims -------------------------------------------------------------------------
 
 @claims_app.command("check")

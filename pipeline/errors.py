@@ -6,6 +6,7 @@ Errors split by *who must fix them*, as smolagents does:
      ├── OperatorError                the operator must fix; the run cannot go on
      │    ├── ConfigError             bad config file, bad env override, missing key   → exit 2
      │    ├── LedgerError             the ledger cannot be opened or written           → exit 1
+     │    ├── LedgerVersionError      the ledger's schema is newer than this program   → exit 2
      │    └── ProviderUnavailableError  the LLM provider failed after bounded retries   → exit 5
      ├── ChannelLocked                another process is running this channel          → exit 75
      ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
@@ -56,6 +57,15 @@ class ConfigError(OperatorError):
 
 class LedgerError(OperatorError):
     exit_code = ExitCode.INTERNAL
+
+
+class LedgerVersionError(OperatorError):
+    """Raised at open when the ledger was migrated by a newer program (or a revision is unknown).
+
+    The ledger is left untouched: an older program must not write to a schema it does not know.
+    """
+
+    exit_code = ExitCode.USAGE
 
 
 class ProviderUnavailableError(OperatorError):

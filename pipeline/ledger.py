@@ -5,8 +5,9 @@ Every write goes through ``Ledger.write()``, which opens a transaction with
 believe they hold the next registration number; the context manager returns
 only after COMMIT, so a caller that reports success after it really has
 durable rows. SQLite runs in WAL mode with ``synchronous=FULL`` and a busy
-timeout (simonw/llm issue #789 is what happens without them). Other
-databases (PostgreSQL) get the same code with their own transaction rules.
+timeout. On PostgreSQL each write transaction first takes a transaction-scoped
+advisory lock, the same one-writer-at-a-time rule. The schema is brought to this
+program's revision at open (``pipeline.migrations``).
 
 Reads that feed the guard come from here too: ``facts(run_id)`` is the set of
 capabilities that *really executed and succeeded* in a run, with the values
@@ -30,11 +31,25 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import make_transient
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from . import models
+from . import migrations, models
 from .errors import LedgerError
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
 from .facts import FACT_VALUE_KEYS, Fact, fact_from_execution  # noqa: F401  (re-exported)
 from .models import Claim, Execution, GuardEvent, Run, Turn, utcnow
+
+# pg_advisory_xact_lock key every write transaction of a PostgreSQL ledger takes ("LEDGERW").
+_PG_WRITE_LOCK_KEY = 0x4C45444745525701
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy can parse: the message says so anyway
+        return url
+
 
 def new_run_id(now: datetime | None = None) -> str:
     now = now or datetime.now(timezone.utc)
@@ -76,9 +91,11 @@ def _sqlite_begin(conn) -> None:
 class Ledger:
     """The SQL ledger. Open one per process; it is safe to share across threads."""
 
-    def __init__(self, url: str, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, url: str, busy_timeout_ms: int = 5000, *, migrate: bool = True) -> None:
+        """Open the ledger at ``url``, migrating its schema to this program's (``migrate=False``: as it is)."""
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self.is_postgres = url.startswith("postgres")
         self._lock = _write_lock(url) if self.is_sqlite else threading.Lock()
         # Records of what the model *said* (turns, opened executions) ride along with the next
         # write instead of paying a commit (an fsync) each; facts are never deferred.
@@ -95,12 +112,10 @@ class Ledger:
             if self.is_sqlite:
                 event.listen(self.engine, "connect", _sqlite_pragmas(busy_timeout_ms))
                 event.listen(self.engine, "begin", _sqlite_begin)
-            # Schema creation reads, then writes: under a deferred BEGIN two processes starting
-            # together would fail with "database is locked" instead of waiting their turn.
-            with self.engine.connect() as conn, conn.execution_options(ledger_write=True).begin():
-                SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in _TABLES])
+            # What this open changed in the schema (None: nothing; the ledger was current).
+            self.migration = migrations.ensure_current(self.engine) if migrate else None
         except (SQLAlchemyError, OSError) as exc:
-            raise LedgerError(f"ledger {url}: cannot open: {exc}") from None
+            raise LedgerError(f"ledger {_safe_url(url)}: cannot open: {exc}") from None
 
     # --- transactions -----------------------------------------------------
 
@@ -116,6 +131,10 @@ class Ledger:
             with self._lock, self.engine.connect() as conn:
                 conn = conn.execution_options(ledger_write=True)
                 with conn.begin():
+                    if self.is_postgres:
+                        # PostgreSQL's counterpart of BEGIN IMMEDIATE: writers take turns, so a
+                        # read-then-write (the next registration number) is never raced.
+                        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITE_LOCK_KEY})")
                     with Session(bind=conn, expire_on_commit=False) as session:
                         for obj, turn in deferred:
                             if turn is not None:
@@ -276,8 +295,3 @@ class Ledger:
         with self.read() as s:
             return list(s.exec(select(GuardEvent).where(GuardEvent.run_id == run_id).order_by(GuardEvent.id)))
 
-
-_TABLES = [
-    models.Run, models.Turn, models.Execution, models.Topic, models.Article, models.Publication,
-    models.Registration, models.Report, models.Claim, models.GuardEvent,
-]

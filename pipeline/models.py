@@ -11,13 +11,16 @@ separate tables so each can be queried on its own:
           └─ guard_events   each nudge or failure the guard decided on
 
 Only an ``executions`` row with ``ok = 1`` is a fact.
+
+The schema is owned by the Alembic revisions in ``pipeline/migrations/versions``:
+a change here needs a new revision there (``tests/test_migrations.py`` fails otherwise).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import Column, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -27,6 +30,7 @@ def utcnow() -> datetime:
 
 class Run(SQLModel, table=True):
     __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_channel_started_at", "channel", "started_at"),)
     id: str = Field(primary_key=True)
     channel: str = "default"
     model: str
@@ -111,6 +115,7 @@ class Publication(SQLModel, table=True):
     target: str
     content_hash: str
     url: str | None = None
+    remote_id: str | None = None  # the platform's own id for the post
     # pending | published | verified | unverified | failed
     status: str = "pending"
     verification: str | None = Field(default=None, sa_column=Column(Text))

@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakellm import FakeLLM  # noqa: E402
+from services import postgres_database  # noqa: E402
 
 from pipeline import config as config_mod  # noqa: E402
 from pipeline.ledger import Ledger  # noqa: E402
@@ -83,6 +84,23 @@ class Harness:
     @property
     def pages(self) -> list[Path]:
         return sorted((self.dir / "site" / "posts").glob("*.html"))
+
+
+@pytest.fixture
+def pg_url():
+    """A fresh PostgreSQL database (skipped with one line when no server is reachable)."""
+    with postgres_database() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request, tmp_path):
+    """The ledger URL on each backend the ledger supports."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/ledger.db"
+    else:
+        with postgres_database() as url:
+            yield url
 
 
 @pytest.fixture
