@@ -18,8 +18,19 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from . import config as config_mod
 from .errors import ConfigError, PipelineError
+
+
+class _LazyModule:
+    """``pipeline.config`` imported on first use: pydantic costs ~0.2 s that ``--help`` need not pay."""
+
+    def __getattr__(self, name: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module("pipeline.config"), name)
+
+
+config_mod: Any = _LazyModule()
 
 # Plain help (no Rich markup): TOML names such as [[channels]] and [publish.local] print as written.
 _SETTINGS = {"help_option_names": ["-h", "--help"]}
@@ -88,8 +99,17 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
 
 
+def _read_only_startup() -> None:
+    # pydantic scans every installed distribution's entry points for plugins (~60 ms); the read
+    # commands validate one config and use none. `pipeline run` keeps the default.
+    import os
+
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
 def _project_config(cfg_path: Path | None) -> config_mod.Config:
     """The config a read command looks at; outside a project that is an error, not a set of defaults."""
+    _read_only_startup()
     path = config_mod.resolve_path(cfg_path)
     if not path.exists():
         raise ConfigError(f"no config file at {path}: run this in the project directory, pass --config, or set PIPELINE_CONFIG")
@@ -601,6 +621,7 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
     if facts is not None and run_id is not None:
         err.print("error: pass --facts or --run, not both", markup=False)
         raise typer.Exit(2)
+    _read_only_startup()
     with _clean_errors(code_on_error=2):
         path = config_mod.resolve_path(config)
         cfg = config_mod.load(config) if (config or path.exists() or run_id) else config_mod.Config()

@@ -130,12 +130,16 @@ class LedgerCollector:
                                         labels=["model", "served_model", "kind"])
             tokens = CounterMetricFamily("pipeline_tokens", "Tokens, by requested model.", labels=["model", "type"])
             by_model: dict[str, list[int]] = {}
-            for model, served, prose, n, prompt, completion in q(
-                    "SELECT r.model, COALESCE(t.served_model, ''), t.tool_calls_json IS NULL, COUNT(*), "
-                    "SUM(COALESCE(t.prompt_tokens, 0)), SUM(COALESCE(t.completion_tokens, 0)) "
-                    "FROM turns t JOIN runs r ON r.id = t.run_id WHERE t.role = 'assistant' "
-                    "GROUP BY r.model, t.served_model, t.tool_calls_json IS NULL"):
-                turns.add_metric([model, served, "prose" if prose else "tool_calls"], n)
+            prose = {(m or "", sv or ""): n for m, sv, n in q(
+                "SELECT requested_model, served_model, COUNT(*) FROM turns WHERE role = 'assistant' AND tool_calls_json IS NULL "
+                "GROUP BY requested_model, served_model")}
+            for model, served, n, prompt, completion in q(  # both from the partial indexes of migration 0003
+                    "SELECT requested_model, served_model, COUNT(*), SUM(COALESCE(prompt_tokens, 0)), "
+                    "SUM(COALESCE(completion_tokens, 0)) FROM turns WHERE role = 'assistant' "
+                    "GROUP BY requested_model, served_model"):
+                model, served = model or "", served or ""
+                turns.add_metric([model, served, "prose"], prose.get((model, served), 0))
+                turns.add_metric([model, served, "tool_calls"], n - prose.get((model, served), 0))
                 acc = by_model.setdefault(model, [0, 0])
                 acc[0] += prompt or 0
                 acc[1] += completion or 0

@@ -84,6 +84,23 @@ class LedgerReader:
             self._errors = (psycopg.Error,)
         else:
             raise LedgerError(f"ledger {url.split(':', 1)[0]}: the read commands support SQLite and PostgreSQL")
+        self._check_revision()
+
+    def _check_revision(self) -> None:
+        """Refuse a ledger migrated by a newer program, as the writer does (reading is not migrating)."""
+        from .errors import LedgerVersionError
+        from .migrations import SCRIPT_LOCATION, _too_new
+
+        try:
+            names, found = self._execute("SELECT version_num FROM alembic_version", {})
+        except LedgerError:
+            if not self.is_sqlite:
+                self.conn.rollback()  # the failed statement aborted the transaction
+            return  # no alembic_version: a 0.1.0 ledger, which these queries read as it is
+        # Revision ids are the file names' prefixes (0001_baseline.py): no Alembic import needed.
+        known = sorted(f.name.split("_", 1)[0] for f in (SCRIPT_LOCATION / "versions").glob("[0-9]*_*.py"))
+        if found and found[0][0] not in known:
+            raise LedgerVersionError(_too_new(found[0][0], known))
 
     def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple]]:
         try:

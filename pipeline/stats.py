@@ -1,6 +1,7 @@
 """``pipeline stats``: per-model reliability, from the ledger alone.
 
-For each requested model (``runs.model``) over the runs started since a time:
+For each requested model (``runs.model``; ``turns.requested_model`` for turn
+numbers) over the runs started, and the turns made, since a time:
 how many runs and how they ended, which models the provider actually served,
 the share of model turns that were prose only (no tool call), nudges per run,
 claims the guard did not verify (by capability and verdict), tool calls
@@ -59,18 +60,22 @@ def model_stats(reader, since: datetime | None = None) -> list[dict[str, Any]]:
         e["nudges"] += row.nudges or 0
         if row.status == "incomplete":
             e["stuck_runs"] += row.n
-    for row in reader.rows(
-            f"SELECT r.model AS model, t.served_model AS served, COUNT(*) AS n, "
-            f"SUM(CASE WHEN t.tool_calls_json IS NULL THEN 1 ELSE 0 END) AS prose, "
-            f"SUM(COALESCE(t.prompt_tokens, 0)) AS prompt, SUM(COALESCE(t.completion_tokens, 0)) AS completion "
-            f"FROM turns t JOIN runs r ON r.id = t.run_id {where} {'AND' if where else 'WHERE'} t.role = 'assistant' "
-            f"GROUP BY r.model, t.served_model", **params):
-        e = entry(row.model)
-        e["served"][row.served or "?"] = row.n
-        e["model_turns"] += row.n
-        e["prose_only_turns"] += row.prose or 0
-        e["prompt_tokens"] += row.prompt or 0
-        e["completion_tokens"] += row.completion or 0
+    # Turn numbers come from the partial indexes on assistant turns (migration 0003), keyed by the
+    # model the turn asked for; --since counts the turns made since then.
+    twhere, tparams = ("AND created_at >= :since", params) if since is not None else ("", {})
+    for model, served, n, prompt, completion in reader.tuples(
+            f"SELECT requested_model, served_model, COUNT(*), SUM(COALESCE(prompt_tokens, 0)), "
+            f"SUM(COALESCE(completion_tokens, 0)) FROM turns WHERE role = 'assistant' {twhere} "
+            f"GROUP BY requested_model, served_model", **tparams):
+        e = entry(model or "?")
+        e["served"][served or "?"] = n
+        e["model_turns"] += n
+        e["prompt_tokens"] += prompt or 0
+        e["completion_tokens"] += completion or 0
+    for model, n in reader.tuples(
+            f"SELECT requested_model, COUNT(*) FROM turns WHERE role = 'assistant' AND tool_calls_json IS NULL {twhere} "
+            f"GROUP BY requested_model", **tparams):
+        entry(model or "?")["prose_only_turns"] += n
     for row in reader.rows(
             f"SELECT r.model AS model, c.capability AS capability, c.status AS status, COUNT(*) AS n "
             f"FROM claims c JOIN runs r ON r.id = c.run_id {where} {'AND' if where else 'WHERE'} c.status <> 'verified' "
@@ -84,9 +89,9 @@ def model_stats(reader, since: datetime | None = None) -> list[dict[str, Any]]:
         entry(row.model)["text_tool_calls"] = row.n
     latencies: dict[str, list[float]] = {}
     for model, ms in reader.tuples(
-            f"SELECT r.model, t.latency_ms FROM turns t JOIN runs r ON r.id = t.run_id "
-            f"{where} {'AND' if where else 'WHERE'} t.role = 'assistant' AND t.latency_ms IS NOT NULL", **params):
-        latencies.setdefault(model, []).append(ms)
+            f"SELECT requested_model, latency_ms FROM turns WHERE role = 'assistant' AND latency_ms IS NOT NULL {twhere}",
+            **tparams):
+        latencies.setdefault(model or "?", []).append(ms)
     for model, values in latencies.items():
         values.sort()
         entry(model).update(latency_ms_p50=_percentile(values, 0.50), latency_ms_p95=_percentile(values, 0.95))
