@@ -257,27 +257,54 @@ def daemon(config: ConfigOpt = None, verbose: Annotated[bool, typer.Option("--ve
 
 
 @app.command()
+def worker(config: ConfigOpt = None,
+           concurrency: Annotated[int, typer.Option("--concurrency", min=0, help="Worker processes (default: [engine] concurrency).")] = -1,
+           verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    """A Celery worker that runs the ticks `pipeline daemon` queues ([engine] kind = "celery")."""
+    from .celery_engine import worker_main
+
+    _setup_logging(verbose)
+    with _clean_errors():
+        cfg = config_mod.load(config)
+        if cfg.engine.kind != "celery":
+            raise config_mod.ConfigError('[engine] kind is "local": runs happen in `pipeline run`/`pipeline daemon`; '
+                                         'set kind = "celery" to use workers')
+        path = str(config_mod.resolve_path(config).resolve())
+        worker_main(path, cfg.engine.concurrency if concurrency < 0 else concurrency, "INFO" if verbose else "WARNING")
+
+
+@app.command()
 def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Per channel: next run, last outcome and age, publications today; whether the daemon is running.
 
     Exit 1 if a channel failed or is overdue.
     """
-    from .daemon import daemon_state
+    from .daemon import daemon_state, engine_status
     from .daemon import status as channel_status
 
     with _clean_errors():
         cfg = _project_config(config)
         rows = channel_status(cfg)
+        engine = engine_status(cfg) if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres") else None
         alive = daemon_state(cfg)
     for r in rows:
         r["daemon"] = alive
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"channels": rows, "engine": engine} if engine else rows, indent=2, default=str) + "\n")
     else:
         from .untrusted import for_rich
 
+        if engine:
+            parts = [f"engine {engine['engine']}"]
+            if "scheduler_leader" in engine:
+                parts.append(f"scheduler lead: {engine['scheduler_leader'] or 'none (no daemon running)'}")
+            if "workers" in engine:
+                parts.append(f"workers seen: {len(engine['workers'])}, queued ticks: {engine['queue_depth']}")
+            if "broker_error" in engine:
+                parts.append(f"broker unreachable: {engine['broker_error']}")
+            out.print(" · ".join(parts), highlight=False, markup=False)
         state = (f"[green]running[/] (pid {alive['pid']})" if alive["running"]
-                 else f"not running (no lock held on {for_rich(alive['lock'])})")
+                 else f"not running on this host (no lock held on {for_rich(alive['lock'])})")
         out.print(f"[bold]daemon[/] {state}", highlight=False)
         table = []
         for r in rows:

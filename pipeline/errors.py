@@ -9,6 +9,7 @@ Errors split by *who must fix them*, as smolagents does:
      │    ├── LedgerVersionError      the ledger's schema is newer than this program   → exit 2
      │    └── ProviderUnavailableError  the LLM provider failed after bounded retries   → exit 5
      ├── ChannelLocked                another process is running this channel          → exit 75
+     ├── TickAlreadyRun               a scheduled tick that already has its run        → exit 0
      ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
      ├── RunFailed                    the run ended without the business facts it needs
      │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
@@ -70,6 +71,15 @@ class LedgerVersionError(OperatorError):
 
 class ProviderUnavailableError(OperatorError):
     exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class TickAlreadyRun(PipelineError):
+    """Raised before a run starts when its scheduled tick already completed (a duplicate or redelivered task).
+
+    Not a failure: the tick's one run happened; this delivery has nothing to do.
+    """
+
+    exit_code = ExitCode.DONE
 
 
 class ChannelLocked(PipelineError):

@@ -1,4 +1,4 @@
-"""One run at a time per channel, across processes: ``fcntl.flock`` on a file next to the ledger.
+"""One run at a time per channel: ``fcntl.flock`` next to a SQLite ledger, a PostgreSQL advisory lock otherwise.
 
 ``pipeline run`` from cron and ``pipeline daemon`` take the same lock, so two
 of them can never race to publish the same article. The lock is taken
@@ -6,6 +6,11 @@ without waiting: a run that finds it held gives up at once (exit 75,
 EX_TEMPFAIL) instead of queueing behind a run that may take minutes. The
 kernel drops a flock when its process dies, so a crashed run never leaves a
 stale lock behind.
+
+With a PostgreSQL ledger the runs of a channel may start on different hosts, so
+the lock is a session-level advisory lock on the ledger's server, held on a
+connection of its own for the whole run; the server drops it when that
+connection ends, which a dead process's does.
 """
 
 from __future__ import annotations
@@ -45,5 +50,50 @@ def hold(path: Path, what: str) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the flock
 
 
+def advisory_key(name: str) -> int:
+    """A stable signed 64-bit key for ``pg_advisory_lock`` (Python's hash() differs between processes)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(f"pipeline:{name}".encode(), digest_size=8).digest(), "big", signed=True)
+
+
+def pg_conninfo(url: str) -> str:
+    """A libpq connection string for a ``postgresql+psycopg://`` SQLAlchemy URL."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@contextmanager
+def pg_hold(url: str, name: str, what: str, *, wait: bool = False):
+    """Hold advisory lock ``name`` on the server at ``url`` on a dedicated session; yields that connection.
+
+    ``wait=False``: raise ChannelLocked at once if another session holds it.
+    """
+    import psycopg
+
+    key = advisory_key(name)
+    conn = psycopg.connect(pg_conninfo(url), autocommit=True, connect_timeout=10,
+                           application_name=f"pipeline {what} pid {os.getpid()}"[:63])
+    try:
+        if wait:
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            holder = conn.execute(
+                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
+                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+            raise ChannelLocked(f"skipped: locked ({what} is held by {holder[0] if holder else 'another session'})")
+        yield conn
+    finally:
+        conn.close()  # the session ends: the server releases the lock
+
+
+@contextmanager
 def channel_lock(cfg: Config, channel: str):
-    return hold(lock_path(cfg, channel), f"channel {channel}")
+    if cfg.ledger_url.startswith("postgres"):
+        with pg_hold(cfg.ledger_url, f"channel:{channel}", f"channel {channel}"):
+            yield
+    else:
+        with hold(lock_path(cfg, channel), f"channel {channel}"):
+            yield

@@ -133,7 +133,7 @@ class LedgerCollector:
             prose = {(m or "", sv or ""): n for m, sv, n in q(
                 "SELECT requested_model, served_model, COUNT(*) FROM turns WHERE role = 'assistant' AND tool_calls_json IS NULL "
                 "GROUP BY requested_model, served_model")}
-            for model, served, n, prompt, completion in q(  # both from the partial indexes of migration 0003
+            for model, served, n, prompt, completion in q(  # both from the partial indexes of migration 0004
                     "SELECT requested_model, served_model, COUNT(*), SUM(COALESCE(prompt_tokens, 0)), "
                     "SUM(COALESCE(completion_tokens, 0)) FROM turns WHERE role = 'assistant' "
                     "GROUP BY requested_model, served_model"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import traceback
 from dataclasses import dataclass
+from datetime import datetime
 
 from . import shutdown, tracing
 from .agent import AgentLoop, Notify
@@ -69,19 +70,21 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
 
 
 def run_once(cfg: Config, notify: Notify | None = None, llm: ChatModel | None = None,
-             ledger: Ledger | None = None, prompts: Prompts | None = None, lock_held: bool = False) -> RunOutcome:
+             ledger: Ledger | None = None, prompts: Prompts | None = None, lock_held: bool = False,
+             tick: datetime | None = None) -> RunOutcome:
     """One run of ``cfg.channel``. Raises ChannelLocked (exit 75) before touching anything if it is running elsewhere.
 
     ``lock_held``: the caller already holds the channel lock (the CLI takes it before heavy imports).
+    ``tick``: the scheduled firing this run serves (daemon, worker); TickAlreadyRun if it already ran.
     """
     if lock_held:
-        return _locked_run(cfg, notify, llm, ledger, prompts)
+        return _locked_run(cfg, notify, llm, ledger, prompts, tick)
     with channel_lock(cfg, cfg.channel.name):
-        return _locked_run(cfg, notify, llm, ledger, prompts)
+        return _locked_run(cfg, notify, llm, ledger, prompts, tick)
 
 
 def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledger: Ledger | None,
-                prompts: Prompts | None) -> RunOutcome:
+                prompts: Prompts | None, tick: datetime | None = None) -> RunOutcome:
     from capabilities.publish import recover_pending
 
     channel = cfg.channel.name
@@ -93,14 +96,14 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     alerter = Alerter(cfg.alerts)
     # We hold this channel's lock, so a run of it still marked "running" died without a word
     # (kill -9, power loss). Say so, then settle what it may have left on the platform before
-    # anything can publish again: a crash-restart never publishes twice. (SQLite is one host;
-    # a shared database may hold another host's live run, so it waits recover_after_min.)
+    # anything can publish again: a crash-restart never publishes twice. (On PostgreSQL the lock
+    # lives on the ledger's server, so it proves the same for runs started on other hosts.)
     for run_id in ledger.mark_crashed(channel):
         alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
-    recover_pending(cfg, ledger, channel=channel, older_than_min=0 if ledger.is_sqlite else None)
+    recover_pending(cfg, ledger, channel=channel, older_than_min=0)
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     tools = toolbox()
-    run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard)
+    run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick)
     alerter.started(run.id, channel, cfg.llm.model)
     ctx = RunContext(run.id, cfg, ledger, llm, prompts)
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names)

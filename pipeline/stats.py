@@ -60,7 +60,7 @@ def model_stats(reader, since: datetime | None = None) -> list[dict[str, Any]]:
         e["nudges"] += row.nudges or 0
         if row.status == "incomplete":
             e["stuck_runs"] += row.n
-    # Turn numbers come from the partial indexes on assistant turns (migration 0003), keyed by the
+    # Turn numbers come from the partial indexes on assistant turns (migration 0004), keyed by the
     # model the turn asked for; --since counts the turns made since then.
     twhere, tparams = ("AND created_at >= :since", params) if since is not None else ("", {})
     for model, served, n, prompt, completion in reader.tuples(

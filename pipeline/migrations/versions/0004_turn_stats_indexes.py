@@ -5,15 +5,15 @@ alone: scanning ``turns`` itself reads every message's content (kilobytes of
 prompts and tool results per row), which made ``stats`` on a 10,000-run
 ledger take seconds.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-30
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
