@@ -205,6 +205,9 @@ class EngineConfig(_Section):
     # Redis: a delivered task not acknowledged within this is given to another worker; it must exceed
     # the longest run (RabbitMQ redelivers when the worker's connection closes instead).
     visibility_timeout_s: int = Field(3600, ge=10)
+    # A queued tick that no worker has claimed after this is queued again (a broker that lost it on a
+    # restart, e.g. Redis without persistence); a duplicate is harmless, the run claims its tick once.
+    resend_after_s: int = Field(120, ge=5)
     # A task whose ledger could not be reached is retried with exponential backoff, at most this often.
     max_retries: int = Field(5, ge=0, le=50)
     # Worker processes of `pipeline worker` (each loads the model and the ledger once); 0: one per core,

@@ -126,8 +126,33 @@ def dispatch_channel(config_path: str, channel: str, tick: str | None = None) ->
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
     if when is not None:
         send_tick(_celery_app(cfg), cfg, channel, when)
+        with _models_lock:
+            _queued[(channel, when)] = time.monotonic()
         log.info("channel %s: tick %s queued", channel, when.isoformat())
     return 0
+
+
+# Ticks this daemon queued and no worker has claimed yet: channel, tick -> when last sent.
+_queued: dict[tuple[str, datetime], float] = {}
+
+
+def resend_unclaimed(config_path: str) -> int:
+    """Queue again the ticks no worker claimed within ``resend_after_s`` (a broker restart may have lost them)."""
+    cfg = config_mod.load(config_path)
+    ledger = _ledger_for(cfg)
+    with _models_lock:
+        pending = list(_queued.items())
+    resent = 0
+    for (channel, tick), sent in pending:
+        if ledger.tick_state(channel, tick) is not None:  # claimed or done: delivered
+            with _models_lock:
+                _queued.pop((channel, tick), None)
+        elif time.monotonic() - sent >= cfg.engine.resend_after_s:
+            log.warning("channel %s: tick %s not claimed %d s after it was queued; queuing it again",
+                        channel, tick.isoformat(), cfg.engine.resend_after_s)
+            dispatch_channel(config_path, channel, tick.isoformat())
+            resent += 1
+    return resent
 
 
 _apps: dict[str, object] = {}
@@ -241,7 +266,7 @@ def build_scheduler(cfg, config_path: str, *, durable: bool = True):
 
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     names = cfg.channel_names()
-    job = dispatch_channel if cfg.engine.kind == "celery" else run_channel
+    job_fn = dispatch_channel if cfg.engine.kind == "celery" else run_channel
     store = SQLAlchemyJobStore(url=f"sqlite:///{cfg.state_dir / JOBSTORE_FILE}") if durable else MemoryJobStore()
     scheduler = BackgroundScheduler(
         jobstores={"default": store},
@@ -266,11 +291,14 @@ def build_scheduler(cfg, config_path: str, *, durable: bool = True):
         keep = {}
         if existing is not None and repr(existing.trigger) == repr(trigger) and existing.next_run_time is not None:
             keep["next_run_time"] = existing.next_run_time  # keeps missed ticks visible to coalescing
-        scheduler.add_job(job, trigger, args=[config_path, name], id=job_id, name=name,
+        scheduler.add_job(job_fn, trigger, args=[config_path, name], id=job_id, name=name,
                           replace_existing=True, **keep)
     for job in scheduler.get_jobs():
         if job.id not in wanted:
             job.remove()
+    if cfg.engine.kind == "celery":
+        scheduler.add_job(resend_unclaimed, "interval", args=[config_path], id="resend-unclaimed", name="resend",
+                          seconds=max(1, cfg.engine.resend_after_s // 4), replace_existing=True)
     return scheduler
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,11 +65,38 @@ def pg_conninfo(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+# The lock session of the channel this thread is running, watched while the run goes on.
+_held = threading.local()
+WATCH_INTERVAL_S = 2.0
+
+
+class _Lease:
+    lost: str | None = None
+
+
+def lost_lock() -> str | None:
+    """Why this thread's channel lock is gone (its session died), or None while it holds."""
+    lease = getattr(_held, "lease", None)
+    return lease.lost if lease else None
+
+
+def _watch(conn, stop: threading.Event, owner: _Lease, what: str) -> None:
+    # A lock session killed under a run (server restart, pg_terminate_backend) frees the channel
+    # for another host: the run must notice and stop at its next step instead of running alongside.
+    while not stop.wait(WATCH_INTERVAL_S):
+        try:
+            conn.execute("SELECT 1")
+        except Exception as exc:  # any failure: the session, and so the lock, may be gone
+            owner.lost = f"the session holding {what} ended: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+            return
+
+
 @contextmanager
-def pg_hold(url: str, name: str, what: str, *, wait: bool = False):
+def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool = False):
     """Hold advisory lock ``name`` on the server at ``url`` on a dedicated session; yields that connection.
 
     ``wait=False``: raise ChannelLocked at once if another session holds it.
+    ``watch``: check the session every few seconds; ``lost_lock()`` says when it died.
     """
     import psycopg
 
@@ -84,7 +112,19 @@ def pg_hold(url: str, name: str, what: str, *, wait: bool = False):
                 "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
                 ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
             raise ChannelLocked(f"skipped: locked ({what} is held by {holder[0] if holder else 'another session'})")
-        yield conn
+        if not watch:
+            yield conn
+            return
+        stop, lease = threading.Event(), _Lease()
+        _held.lease = lease
+        watcher = threading.Thread(target=_watch, args=(conn, stop, lease, what), daemon=True, name=f"watch {what}")
+        watcher.start()
+        try:
+            yield conn
+        finally:
+            stop.set()
+            watcher.join()
+            _held.lease = None
     finally:
         conn.close()  # the session ends: the server releases the lock
 
@@ -92,7 +132,7 @@ def pg_hold(url: str, name: str, what: str, *, wait: bool = False):
 @contextmanager
 def channel_lock(cfg: Config, channel: str):
     if cfg.ledger_url.startswith("postgres"):
-        with pg_hold(cfg.ledger_url, f"channel:{channel}", f"channel {channel}"):
+        with pg_hold(cfg.ledger_url, f"channel:{channel}", f"channel {channel}", watch=True):
             yield
     else:
         with hold(lock_path(cfg, channel), f"channel {channel}"):

@@ -317,3 +317,52 @@ standby_poll_s = 0.5
     assert not [r for r in runs if r.status == "running"]
     done = [t for t in ticks if t.state == "done"]
     assert len({t.run_id for t in done}) == len(done)  # one run per completed tick
+
+
+def test_a_queued_tick_the_broker_lost_is_queued_again(tmp_path, fake_llm, pg_url):
+    """Redis without persistence forgets its queues on a restart: the daemon resends unclaimed ticks."""
+    from pipeline import daemon
+    from pipeline.celery_engine import make_app, queue_depth
+
+    path = _celery_config(tmp_path, fake_llm.api_base, pg_url, broker_url("redis"))
+    cfg = config_mod.load(path, environ={KEY_ENV: "x"})
+    app = make_app(cfg)
+    daemon.dispatch_channel(str(path), "alpha", T0.isoformat())
+    assert queue_depth(app, cfg.engine.queue) == 1
+    with app.connection_for_write() as conn:  # the broker restarts and loses it
+        conn.default_channel.queue_purge(cfg.engine.queue)
+    assert queue_depth(app, cfg.engine.queue) == 0
+    assert daemon.resend_unclaimed(str(path)) == 0  # not yet: it may still be on its way
+    daemon._queued[("alpha", T0)] -= cfg.engine.resend_after_s
+    assert daemon.resend_unclaimed(str(path)) == 1
+    assert queue_depth(app, cfg.engine.queue) == 1
+    # Once a worker claims it, it is no longer watched.
+    Ledger(cfg.ledger_url).start_run("openai/honest", channel="alpha", tick=T0)
+    daemon._queued[("alpha", T0)] -= cfg.engine.resend_after_s
+    assert daemon.resend_unclaimed(str(path)) == 0 and ("alpha", T0) not in daemon._queued
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge(cfg.engine.queue)
+
+
+def test_a_run_whose_lock_session_dies_stops_at_its_next_step(harness, pg_url, monkeypatch):
+    """Without its lock another host could start the channel: the run stops instead of running alongside."""
+    import psycopg
+
+    from pipeline import locks
+
+    monkeypatch.setattr(locks, "WATCH_INTERVAL_S", 0.1)
+    cfg = _cfg(harness, pg_url)
+    dbname = pg_url.rsplit("/", 1)[1]
+    killed = threading.Event()
+
+    def notify(event: str, **data) -> None:
+        if event == "tool_end" and not killed.is_set():  # after the first step, kill the lock's session
+            with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                              "AND application_name LIKE 'pipeline channel%%'", (dbname,))
+            killed.set()
+            time.sleep(0.5)
+
+    outcome = run_once(cfg, notify=notify)
+    assert killed.is_set()
+    assert outcome.status == "interrupted" and "the session holding channel default ended" in outcome.error
