@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
