@@ -7,7 +7,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lock clean migration
+.PHONY: run test test-packages bench lock clean migration
+
+# Debian packages of the real-WordPress test tier (tests/realwp.py; it uses the MariaDB on 127.0.0.1:3306,
+# see PIPELINE_TEST_MYSQL, or starts its own when mariadb-server is installed). Installed by `make test` when running as root and missing;
+# without root (or without apt) nothing is installed and the tier skips with one line, unless
+# PIPELINE_REQUIRE_REAL_PLATFORMS=1 (CI), which makes it fail instead.
+WP_PACKAGES := wordpress wordpress-theme-twentytwentythree php-cli php-mysql php-curl php-xml php-mbstring mariadb-client
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +24,21 @@ $(STAMP): requirements.lock pyproject.toml
 run: $(STAMP)
 	$(BIN)/pipeline run --config config.toml
 
-test: $(STAMP)
+test: $(STAMP) test-packages
 	$(BIN)/python -m pytest
+
+test-packages:
+	@if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "test-packages: no dpkg/apt here; the real-WordPress tier needs: $(WP_PACKAGES)"; \
+	elif [ "$$(dpkg-query -W -f='$${Status}\n' $(WP_PACKAGES) 2>/dev/null | grep -c '^install ok installed$$')" = "$(words $(WP_PACKAGES))" ]; then \
+		true; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		{ apt-get update -q && apt-get install -y -q --no-install-recommends $(WP_PACKAGES); } \
+			|| echo "test-packages: apt-get failed; the real-WordPress tier will say what is missing"; \
+	else \
+		echo "test-packages: not root, not installing: $(WP_PACKAGES)"; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py

@@ -478,6 +478,7 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
 
     from .ledger import Ledger
     from .models import Publication, Run
+    from .reconcile import reconciliations, unregistered
     from .scheduling import next_fire, previous_fire
 
     from .reader import sqlite_path
@@ -492,13 +493,17 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
         trigger = make_trigger(chan.cron, chan.timezone)
         tz = ZoneInfo(chan.timezone)
         day_start = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
-        last, published = None, 0
+        last, published, awaiting, reconciled = None, 0, [], []
         if ledger is not None:
             with ledger.read() as s:
                 last = s.exec(select(Run).where(Run.channel == name).order_by(Run.started_at.desc())).first()
                 published = len(s.exec(select(Publication).join(Run, Run.id == Publication.run_id).where(
                     Run.channel == name, Publication.status == "verified",
                     Publication.verified_at >= day_start)).all())
+            # Publications a crashed/interrupted run left unregistered, and those reconciliation registered today.
+            awaiting = [{"publication_id": pub.id, "run_id": run.id, "run_status": run.status, "url": pub.url}
+                        for pub, run in unregistered(ledger, name)]
+            reconciled = reconciliations(ledger, name, since=day_start)
         started = _aware(last.started_at) if last else None
         prev = previous_fire(trigger, now - timedelta(seconds=cfg.daemon.overdue_after_s))
         overdue = prev is not None and (started is None or started < prev - timedelta(seconds=60))
@@ -510,6 +515,9 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
             "last_exit_code": last.exit_code if last else None,
             "last_age_s": round((now - started).total_seconds()) if started else None,
             "publications_today": published, "overdue": overdue, "failed": failed,
+            "reconciled_today": [{k: r[k] for k in ("publication_id", "run_id", "run_status", "url", "registration_no",
+                                                    "reconciled_by")} for r in reconciled],
+            "awaiting_registration": awaiting,
         })
     return rows
 
