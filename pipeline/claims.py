@@ -444,7 +444,7 @@ def claim_rules(cfg) -> ClaimRules:
 
 def facts_from_mapping(data: Mapping[str, Any]) -> dict[str, list[Any]]:
     """Read the ``--facts`` JSON: ``{"publish": {"url": …}, "draft": {}}`` (a list of such dicts also works)."""
-    from .ledger import FACT_VALUE_KEYS
+    from .facts import FACT_VALUE_KEYS
 
     out: dict[str, list[Any]] = {}
     for cap, recorded in data.items():

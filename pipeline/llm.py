@@ -27,6 +27,7 @@ from typing import Any
 from .config import LLMConfig
 from .errors import ConfigError, ProviderUnavailableError
 from .tools import ToolCall
+from .tracing import traced_chat
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class ChatModel:
             raise ConfigError(f"[llm] api_key_env: environment variable {name} is not set (model {self.cfg.model})")
         return key
 
+    @traced_chat
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
                  temperature: float | None = None, seed: int | None = None) -> Reply:
