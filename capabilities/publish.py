@@ -36,10 +36,11 @@ from sqlmodel import select
 
 from pipeline.config import Config
 from pipeline.content import slugify
-from pipeline.errors import CapabilityError, ConfigError, PipelineError
+from pipeline.errors import CapabilityError, ConfigError, PipelineError, PlatformUnavailableError
 from pipeline.ledger import Ledger
 from pipeline.models import Article, Publication, Run, utcnow
 from pipeline.publishers import Published, Publisher, PublishOutcomeUnknown, get_publisher, same_content
+from pipeline.publishers.remote import AttemptBudget, RemotePublisher
 from pipeline.tools import RunContext, capability
 from pipeline.verify import check_url, host_allowed
 
@@ -118,6 +119,20 @@ def _claim(ctx: RunContext, key: str, article: Article, target: str) -> tuple[Pu
     return row, True
 
 
+def budget_for(cfg: Config) -> AttemptBudget:
+    return AttemptBudget(cfg.publish.max_failed_attempts, cfg.publish.unavailable_after_s)
+
+
+def _publisher(ctx: RunContext) -> Publisher:
+    """The configured publisher, drawing on the run's budget of failed platform requests."""
+    publisher = get_publisher(ctx.cfg)
+    if isinstance(publisher, RemotePublisher):
+        if ctx.platform_budget is None:
+            ctx.platform_budget = budget_for(ctx.cfg)
+        publisher.budget = ctx.platform_budget
+    return publisher
+
+
 def _find_earlier(publisher: Publisher, key: str, slug: str, digest: str) -> Published | None:
     """What an earlier attempt with this key left on the platform; CapabilityError if the slug holds other content."""
     try:
@@ -140,6 +155,10 @@ def _call_platform(ctx: RunContext, publisher: Publisher, row_id: int, key: str,
                                  content_hash=article.content_hash)
     except PublishOutcomeUnknown as exc:
         # The platform may hold the post: stay pending so the next attempt or recovery asks find().
+        _mark(ctx.ledger, row_id, "pending", f"outcome unknown: {exc}")
+        raise
+    except PlatformUnavailableError as exc:
+        # A create may have gone out before the budget ran out: pending, for the next run's recovery.
         _mark(ctx.ledger, row_id, "pending", f"outcome unknown: {exc}")
         raise
     except ConfigError as exc:
@@ -169,7 +188,7 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
     if article.score is None or article.score < threshold:
         raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; call humanize on the draft again")
 
-    key, publisher = _key(ctx.run_id, article), get_publisher(ctx.cfg)
+    key, publisher = _key(ctx.run_id, article), _publisher(ctx)
     slug = _slug(article, key)
     row, fresh = _claim(ctx, key, article, publisher.name)
     if row.status == "verified":
@@ -245,18 +264,31 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
     (by the row's own target) is asked ``find``: a post with the row's key is
     verified and the row marked ``verified`` ("recovered after crash"), or
     ``unverified`` if its URL does not check out; no post means ``failed``.
-    A row the platform cannot answer for now is left pending for next time.
+    A row the platform cannot answer for now is left pending for next time;
+    a platform that refuses the credentials raises ConfigError (exit 2).
 
     ``channel`` limits recovery to that channel's runs: channels may point the
     same target at different sites, and only ``cfg``'s channel is known here.
     """
     minutes = cfg.publish.recover_after_min if older_than_min is None else older_than_min
-    settled, publishers = 0, {}
+    settled, publishers, down = 0, {}, set()
     for pub, article in _orphans(ledger, utcnow() - timedelta(minutes=minutes), channel):
+        if pub.target in down:
+            continue
         try:
             if pub.target not in publishers:
                 publishers[pub.target] = get_publisher(cfg, pub.target)
+                if isinstance(publishers[pub.target], RemotePublisher):  # a dead host must not stall the run's start
+                    publishers[pub.target].budget = budget_for(cfg)
             settled += _recover_one(cfg, ledger, pub, article, publishers[pub.target])
+        except PlatformUnavailableError as exc:
+            down.add(pub.target)
+            log.warning("publication %s (%s) left pending: %s", pub.id, pub.target, exc)
+        except ConfigError as exc:
+            if pub.target not in publishers:  # this config cannot build that target: not ours to settle
+                log.warning("publication %s (%s) left pending: %s", pub.id, pub.target, exc)
+                continue
+            raise  # the platform refused the credentials: the operator must hear it, not a log line
         except (PipelineError, OSError, httpx.HTTPError) as exc:
             log.warning("publication %s (%s) left pending: %s", pub.id, pub.target, exc)
     return settled

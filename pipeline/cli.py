@@ -183,6 +183,16 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
             table.add_row(r["channel"], f"{r['cron']} {r['timezone']}", r["next_run"] or "—", r["last_run"] or "—",
                           r["last_status"] or "—", age, str(r["publications_today"]), health)
         out.print(table)
+        # One line each, URLs whole: what reconciliation completed today, and what still waits for it.
+        for r in rows:
+            for rec in r["reconciled_today"]:
+                out.print(f"{r['channel']}: recovered publication {rec['publication_id']} of {rec['run_status']} run "
+                          f"{rec['run_id']} registered as {rec['registration_no']} by run {rec['reconciled_by']}: "
+                          f"{rec['url']}", markup=False, highlight=False)
+            for rec in r["awaiting_registration"]:
+                out.print(f"{r['channel']}: publication {rec['publication_id']} of {rec['run_status']} run {rec['run_id']} "
+                          f"is verified but not registered yet (the next run registers it): {rec['url']}",
+                          markup=False, highlight=False)
     raise typer.Exit(1 if any(r["overdue"] or r["failed"] for r in rows) else 0)
 
 

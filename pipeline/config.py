@@ -136,6 +136,10 @@ class PublishConfig(_Section):
     backoff_s: float = Field(0.5, ge=0)
     # A pending publication of a run still "running" after this long is presumed crashed.
     recover_after_min: float = Field(60.0, gt=0)
+    # Per run: after this many failed platform requests (refused, timed out, 5xx, 429), or this many
+    # seconds after the first one, publish stops calling the platform and the run ends with exit 6.
+    max_failed_attempts: int = Field(6, ge=1, le=100)
+    unavailable_after_s: float = Field(45.0, gt=0)
     local: LocalPublishConfig = Field(default_factory=LocalPublishConfig)
     wordpress: WordPressPublishConfig = Field(default_factory=WordPressPublishConfig)
     ghost: GhostPublishConfig = Field(default_factory=GhostPublishConfig)

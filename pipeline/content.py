@@ -44,8 +44,11 @@ def problems(title: str, body: str, min_chars: int, max_chars: int) -> list[str]
 
 
 def slugify(title: str, fallback: str) -> str:
-    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
-    slug = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")[:60].strip("-")
+    """A readable ASCII slug (Chinese as pinyin syllables, via text-unidecode), made unique by ``fallback``."""
+    from slugify import slugify as transliterate
+
+    slug = transliterate(title, max_length=60, word_boundary=True, lowercase=True)
+    slug = re.sub(r"[^a-z0-9-]+", "", slug).strip("-")  # only what every platform takes in a URL path
     return f"{slug}-{fallback}" if slug else fallback
 
 

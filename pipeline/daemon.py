@@ -269,6 +269,7 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
 
     from .ledger import Ledger
     from .models import Publication, Run
+    from .reconcile import reconciliations, unregistered
     from .scheduling import next_fire, previous_fire
 
     now = now or datetime.now(timezone.utc)
@@ -284,6 +285,10 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
             published = len(s.exec(select(Publication).join(Run, Run.id == Publication.run_id).where(
                 Run.channel == name, Publication.status == "verified",
                 Publication.verified_at >= day_start)).all())
+        # Publications a crashed/interrupted run left unregistered, and those reconciliation registered today.
+        awaiting = [{"publication_id": pub.id, "run_id": run.id, "run_status": run.status, "url": pub.url}
+                    for pub, run in unregistered(ledger, name)]
+        reconciled = reconciliations(ledger, name, since=day_start)
         started = _aware(last.started_at) if last else None
         prev = previous_fire(trigger, now - timedelta(seconds=cfg.daemon.overdue_after_s))
         overdue = prev is not None and (started is None or started < prev - timedelta(seconds=60))
@@ -295,6 +300,9 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
             "last_exit_code": last.exit_code if last else None,
             "last_age_s": round((now - started).total_seconds()) if started else None,
             "publications_today": published, "overdue": overdue, "failed": failed,
+            "reconciled_today": [{k: r[k] for k in ("publication_id", "run_id", "run_status", "url", "registration_no",
+                                                    "reconciled_by")} for r in reconciled],
+            "awaiting_registration": awaiting,
         })
     return rows
 

@@ -7,7 +7,10 @@ Errors split by *who must fix them*, as smolagents does:
      │    ├── ConfigError             bad config file, bad env override, missing key   → exit 2
      │    ├── LedgerError             the ledger cannot be opened or written           → exit 1
      │    ├── LedgerVersionError      the ledger's schema is newer than this program   → exit 2
-     │    └── ProviderUnavailableError  the LLM provider failed after bounded retries   → exit 5
+     │    ├── ProviderUnavailableError  the LLM provider failed after bounded retries   → exit 5
+     │    └── PlatformUnavailableError  the publishing platform failed the run's budget  → exit 6
+     │                                  of attempts ([publish] max_failed_attempts /
+     │                                  unavailable_after_s): publish stops calling it
      ├── ChannelLocked                another process is running this channel          → exit 75
      ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
      ├── RunFailed                    the run ended without the business facts it needs
@@ -37,6 +40,7 @@ class ExitCode(IntEnum):
     HALLUCINATION = 3
     INCOMPLETE = 4
     PROVIDER_UNAVAILABLE = 5
+    PLATFORM_UNAVAILABLE = 6
     LOCKED = 75  # EX_TEMPFAIL: try again later
     INTERRUPTED = 130
 
@@ -70,6 +74,12 @@ class LedgerVersionError(OperatorError):
 
 class ProviderUnavailableError(OperatorError):
     exit_code = ExitCode.PROVIDER_UNAVAILABLE
+
+
+class PlatformUnavailableError(OperatorError):
+    """The platform kept failing (refused, timed out, 5xx) until the run's budget of attempts ran out."""
+
+    exit_code = ExitCode.PLATFORM_UNAVAILABLE
 
 
 class ChannelLocked(PipelineError):

@@ -36,7 +36,8 @@ class Run(SQLModel, table=True):
     model: str
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
-    # running | done | hallucination | incomplete | provider_unavailable | error | interrupted | crashed
+    # running | done | hallucination | incomplete | provider_unavailable | platform_unavailable | error
+    # | interrupted | crashed
     status: str = "running"
     exit_code: int | None = None
     nudges: int = 0

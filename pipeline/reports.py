@@ -67,6 +67,10 @@ def daily_summary(ledger: Ledger, day: date, tz_name: str) -> dict[str, Any]:
         pubs = s.exec(select(Publication).where(Publication.run_id.in_(ids), Publication.status == "verified")).all() if ids else []
         regs = s.exec(select(Registration).where(Registration.run_id.in_(ids))).all() if ids else []
         caught = s.exec(select(func.count()).select_from(Claim).where(Claim.run_id.in_(ids), Claim.status != "verified")).one() if ids else 0
+    from .reconcile import reconciliations, unregistered
+
+    reconciled = reconciliations(ledger, since=start, until=end)
+    awaiting = unregistered(ledger)
     by_status: dict[str, int] = {}
     for r in runs:
         by_status[r.status] = by_status.get(r.status, 0) + 1
@@ -76,6 +80,11 @@ def daily_summary(ledger: Ledger, day: date, tz_name: str) -> dict[str, Any]:
         "publications": [{"run_id": p.run_id, "url": p.url} for p in pubs],
         "registrations": [r.registration_no for r in regs],
         "hallucinations_caught": caught,
+        # Registered today for runs that crashed or were interrupted after publishing (pipeline.reconcile).
+        "reconciled": [{k: r[k] for k in ("publication_id", "run_id", "channel", "run_status", "url", "registration_no",
+                                          "reconciled_by")} for r in reconciled],
+        "awaiting_registration": [{"publication_id": p.id, "run_id": r.id, "channel": r.channel, "run_status": r.status,
+                                   "url": p.url} for p, r in awaiting],
         "failures": [{"run_id": r.id, "channel": r.channel, "status": r.status, "exit_code": r.exit_code, "error": r.error}
                      for r in runs if r.status not in ("done", "running")],
     }
@@ -86,10 +95,19 @@ def render_daily(summary: dict[str, Any]) -> str:
              f"- Runs: {summary['runs']} " + (f"({', '.join(f'{k} {v}' for k, v in sorted(summary['by_status'].items()))})" if summary["by_status"] else ""),
              f"- Publications: {len(summary['publications'])}",
              f"- Registrations: {len(summary['registrations'])}",
+             f"- Recovered and registered by reconciliation: {len(summary['reconciled'])}",
              f"- Hallucinations caught: {summary['hallucinations_caught']}",
              f"- Failures: {len(summary['failures'])}"]
     if summary["publications"]:
         lines += ["", "## Publications", *[f"- {p['url']} (run {p['run_id']})" for p in summary["publications"]]]
+    if summary["reconciled"]:
+        lines += ["", "## Recovered publications", *[
+            f"- {r['url']} (run {r['run_id']}, {r['run_status']}) registered as {r['registration_no']} "
+            f"by run {r['reconciled_by']}" for r in summary["reconciled"]]]
+    if summary["awaiting_registration"]:
+        lines += ["", "## Awaiting registration", *[
+            f"- {r['url']} (run {r['run_id']}, {r['run_status']}): verified, not registered yet; the next run of "
+            f"channel {r['channel']} registers it" for r in summary["awaiting_registration"]]]
     if summary["failures"]:
         lines += ["", "## Failures", *[f"- {f['run_id']} [{f['channel']}] {f['status']} (exit {f['exit_code']}): "
                                         f"`pipeline ledger diff --run {f['run_id']}`" for f in summary["failures"]]]

@@ -20,7 +20,7 @@ from .alerts import Alerter
 from .claims import ClaimRules, claim_rules
 from .config import Config
 from .errors import (AgentHallucinationError, AgentIncompleteError, ExitCode, PipelineError,
-                     ProviderUnavailableError, RunInterrupted)
+                     PlatformUnavailableError, ProviderUnavailableError, RunInterrupted)
 from .guard import Guard
 from .ledger import Ledger
 from .llm import ChatModel, is_local
@@ -81,7 +81,7 @@ def run_once(cfg: Config, notify: Notify | None = None, llm: ChatModel | None = 
 
 def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledger: Ledger | None,
                 prompts: Prompts | None) -> RunOutcome:
-    from capabilities.publish import recover_pending
+    from .reconcile import reconcile
 
     channel = cfg.channel.name
     prompts = prompts or Prompts()
@@ -90,12 +90,9 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     alerter = Alerter(cfg.alerts)
     # We hold this channel's lock, so a run of it still marked "running" died without a word
-    # (kill -9, power loss). Say so, then settle what it may have left on the platform before
-    # anything can publish again: a crash-restart never publishes twice. (SQLite is one host;
-    # a shared database may hold another host's live run, so it waits recover_after_min.)
+    # (kill -9, power loss). Say so; the run below first settles what it may have left.
     for run_id in ledger.mark_crashed(channel):
         alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
-    recover_pending(cfg, ledger, channel=channel, older_than_min=0 if ledger.is_sqlite else None)
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     tools = toolbox()
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard)
@@ -108,6 +105,14 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     try:
         if shutdown.requested():
             raise RunInterrupted("stop requested before the run began")
+        # Before anything can publish again: settle what crashed runs left on the platform (a
+        # crash-restart never publishes twice) and register what crashed or interrupted runs
+        # published but never registered. (SQLite is one host; a shared database may hold another
+        # host's live run, so there it waits recover_after_min.) Wrong credentials end the run: exit 2.
+        reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id,
+                  older_than_min=0 if ledger.is_sqlite else None)
+        if shutdown.requested():
+            raise RunInterrupted("stop requested before the run began")
         AgentLoop(ctx, tools, guard, cfg.agent, notify, channel).run()
     except AgentHallucinationError as exc:
         status, code, error = "hallucination", exc.exit_code, str(exc)
@@ -115,6 +120,8 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
         status, code, error = "incomplete", exc.exit_code, str(exc)
     except ProviderUnavailableError as exc:
         status, code, error = "provider_unavailable", exc.exit_code, str(exc)
+    except PlatformUnavailableError as exc:
+        status, code, error = "platform_unavailable", exc.exit_code, str(exc)
     except RunInterrupted as exc:
         status, code, error = "interrupted", exc.exit_code, str(exc)
     except PipelineError as exc:

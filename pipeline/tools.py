@@ -45,6 +45,9 @@ class RunContext:
     ledger: Ledger
     llm: ChatModel
     prompts: Prompts
+    # The run's budget of failed platform requests (pipeline.publishers.remote.AttemptBudget),
+    # made by the first publish call and shared by every later one.
+    platform_budget: Any = None
 
 
 @dataclass(frozen=True)

@@ -255,64 +255,158 @@ def _handler(platform: Platform):
 
 # --- WordPress ----------------------------------------------------------------
 
+DB_DOWN_PAGE = ("<!DOCTYPE html><html><head><title>Database Error</title></head><body>"
+                "<h1>Error establishing a database connection</h1></body></html>")
+
 
 class WordPress(Platform):
-    """``/wp-json/wp/v2/posts`` with application passwords (HTTP Basic)."""
+    """The REST API's posts route with application passwords (HTTP Basic), as WordPress 6.1 really answers.
+
+    Checked against a real WordPress (tests/test_wordpress_real.py):
+
+    * the API is at ``/?rest_route=/wp/v2/posts`` under every permalink
+      setting; ``/wp-json/…`` only with pretty permalinks, and with plain ones
+      (``permalinks = "plain"``, a fresh install's default) it is the front
+      page: 200, HTML, nothing created;
+    * a wrong application password is an anonymous visitor: create answers
+      401 ``rest_cannot_create``, a lookup with ``status=any`` 400
+      ``rest_invalid_param`` / ``rest_forbidden_status``;
+    * links follow the permalink setting (``?p=ID``, ``/YYYY/MM/DD/slug/``,
+      ``/slug/``);
+    * titles are stored as HTML: verbatim for a user with ``unfiltered_html``
+      (``role = "administrator"``), tags stripped for an author; the public
+      page serves the stored title as it is;
+    * content without blocks goes through ``wpautop`` (a bare HTML comment
+      becomes an empty paragraph); a block comment renders as nothing;
+    * ``database_down``: 500, HTML for a page, WordPress's JSON ``wp_die``
+      (the message still HTML) for a JSON request.
+    """
 
     api_prefix = "/wp-json/"
 
     def __init__(self, username: str = "editor", password: str = "abcd efgh ijkl mnop qrst uvwx") -> None:
         super().__init__()
         self.username, self.password = username, password
+        self.permalinks = "plain"  # plain | date | postname
+        self.role = "administrator"  # administrator (unfiltered_html) | author
+        self.database_down = False
 
-    def authorized(self, req: Request) -> bool:
-        expected = "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
-        return hmac.compare_digest(req.headers.get("Authorization", ""), expected)
+    def _api_route(self, req: Request) -> str | None:
+        if "rest_route" in req.query:
+            return req.query["rest_route"]
+        if self.permalinks != "plain" and req.path.startswith("/wp-json/"):
+            return req.path[len("/wp-json"):]
+        return None
 
-    def error_body(self, status: int, message: str) -> Any:
-        code = {401: "incorrect_password", 409: "duplicate_slug"}.get(status, "rest_error")
-        return {"code": code, "message": message, "data": {"status": status}}
-
-    def api(self, req: Request) -> Reply:
-        if req.path.rstrip("/") != "/wp-json/wp/v2/posts":
-            return Reply(404, self.error_body(404, "No route was found"))
+    def handle(self, req: Request) -> Reply:
+        route = self._api_route(req)
+        if self.database_down:
+            if route is not None and "json" in req.headers.get("Content-Type", ""):
+                return Reply(500, {"code": "wp_die", "message": "<h1>Error establishing a database connection</h1>",
+                                   "data": {"status": 500}})
+            return Reply(500, DB_DOWN_PAGE, {"Content-Type": "text/html; charset=UTF-8"})
+        if route is None:
+            return self.public(req)
+        self.log.append((req.method, f"rest:{route}"))
+        self._maybe_sleep(req.method)
+        failed = self._take_failure(req.method)
+        if failed:
+            return Reply(failed, self.error_body(failed, "injected failure"))
+        if route.rstrip("/") != "/wp/v2/posts":
+            return Reply(404, self.error_body(404, "No route was found matching the URL and request method."))
         if req.method == "GET":
             return self._list(req)
         if req.method == "POST":
             return self._create(req)
         return Reply(405, self.error_body(405, "method not allowed"))
 
+    def authorized(self, req: Request) -> bool:
+        expected = "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        return hmac.compare_digest(req.headers.get("Authorization", ""), expected)
+
+    def error_body(self, status: int, message: str) -> Any:
+        code = {401: "rest_cannot_create", 409: "duplicate_slug"}.get(status, "rest_error")
+        return {"code": code, "message": message, "data": {"status": status}}
+
     def _create(self, req: Request) -> Reply:
+        if not self.authorized(req):  # an anonymous visitor, as far as WordPress can tell
+            return Reply(401, self.error_body(401, "Sorry, you are not allowed to create posts as this user."))
         doc = req.json()
         if not isinstance(doc, dict) or not doc.get("title") or not doc.get("content"):
             return Reply(400, self.error_body(400, "title and content are required"))
         slug = doc.get("slug") or re.sub(r"\W+", "-", doc["title"].lower())
         if self.on_taken_slug == "conflict" and self.slug_taken(slug):
             return Reply(409, self.error_body(409, f"slug {slug} already exists"))
-        meta = dict(_WP_MARKER.findall(doc["content"]))
+        meta = read_wp_markers(doc["content"])
         status = doc.get("status", "draft")
+        title = doc["title"] if self.role == "administrator" else re.sub(r"<[^>]*>", "", doc["title"])
         base = self.base_url
+        permalinks = self.permalinks
 
         def url_for(p: Post) -> str:
-            return f"{base}/{p.slug}/" if status == "publish" else f"{base}/?p={p.id}"
+            if status != "publish" or permalinks == "plain":
+                return f"{base}/?p={p.id}"
+            if permalinks == "date":
+                return f"{base}/{time.strftime('%Y/%m/%d')}/{p.slug}/"
+            return f"{base}/{p.slug}/"
 
-        post = self.store(slug, status, meta.get("idempotency-key"), meta.get("content-hash"), url_for, doc)
+        post = self.store(slug, status, meta.get("idempotency-key"), meta.get("content-hash"), url_for,
+                          {**doc, "title": title})
         return Reply(201, self._json(post))
 
     def _list(self, req: Request) -> Reply:
         if req.query.get("status") == "any" and req.query.get("context") != "edit":
             return Reply(400, self.error_body(400, "status=any needs context=edit"))
+        if req.query.get("status") == "any" and not self.authorized(req):
+            return Reply(400, {"code": "rest_invalid_param", "message": "Invalid parameter(s): status",
+                               "data": {"status": 400, "params": {"status": "Status is forbidden."},
+                                        "details": {"status": {"code": "rest_forbidden_status",
+                                                               "message": "Status is forbidden.",
+                                                               "data": {"status": 401}}}}})
         with self.lock:
             posts = [p for p in self.posts if p.slug == req.query.get("slug")] if "slug" in req.query else list(self.posts)
         if req.query.get("status") != "any":
             posts = [p for p in posts if p.status == "publish"]
         return Reply(200, [self._json(p) for p in posts])
 
+    def public(self, req: Request) -> Reply:
+        with self.lock:
+            if "p" in req.query:
+                post = next((p for p in self.posts if str(p.id) == req.query["p"]), None)
+            else:
+                post = next((p for p in self.posts if _target(p.url) == req.target), None)
+        if req.path == "/" and not req.query or (post is None and req.path.startswith("/wp-json/")):
+            # The front page (and, with plain permalinks, anything under /wp-json/).
+            return Reply(200, "<!DOCTYPE html><html><head><title>Site</title></head><body>front page</body></html>",
+                         {"Content-Type": "text/html; charset=UTF-8"})
+        if post is None or post.status != "publish":
+            return Reply(404, "<h1>Not found</h1>", {"Content-Type": "text/html"})
+        page = (f'<html><body><h1 class="wp-block-post-title">{post.data["title"]}</h1>'
+                f'<div class="entry-content">{render_wp_content(post.data["content"])}</div></body></html>')
+        return Reply(200, page, {"Content-Type": "text/html; charset=UTF-8"})
+
     @staticmethod
     def _json(p: Post) -> dict:
         return {"id": p.id, "slug": p.slug, "status": p.status, "link": p.url,
                 "title": {"raw": p.data["title"], "rendered": p.data["title"]},
-                "content": {"raw": p.data["content"], "rendered": p.data["content"]}}
+                "content": {"raw": p.data["content"], "rendered": render_wp_content(p.data["content"])}}
+
+
+def read_wp_markers(content: str) -> dict[str, str]:
+    m = re.search(r"<!-- wp:pipeline/publication (\{.*?\}) /-->", content)
+    if m:
+        attrs = json.loads(m.group(1))
+        return {"idempotency-key": attrs.get("idempotencyKey"), "content-hash": attrs.get("contentHash")}
+    return dict(_WP_MARKER.findall(content))
+
+
+def render_wp_content(content: str) -> str:
+    """What the_content makes of stored content: blocks render (an unknown one as nothing), else wpautop."""
+    if "<!-- wp:" in content:
+        return re.sub(r"<!-- /?wp:[^>]*?-->\n?", "", content)
+    # wpautop: a run of lines that are bare comments becomes a paragraph of its own (an empty one, to a reader).
+    return re.sub(r"\A((?:<!--.*?-->\n)+)", lambda m: "<p>" + m.group(1).rstrip("\n").replace("\n", "<br />\n") + "</p>\n",
+                  content)
 
 
 # --- Ghost --------------------------------------------------------------------

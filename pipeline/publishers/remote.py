@@ -13,15 +13,23 @@ sorted by what the platform may have done before the failure:
   ``PublishOutcomeUnknown`` leaves the ledger row pending for the next
   attempt or ``recover_pending`` to settle.
 
-401/403 is the operator's to fix (``ConfigError``); a 409 (or the platform's
+401/403 is the operator's to fix (``ConfigError``), and so is a 2xx that is
+not the API's JSON or a redirect (the URL is not the API's); a 409 (or the platform's
 own "duplicate" answer) means the post already exists, so ``find`` it and
 adopt it when it carries this idempotency key or content hash. Secrets are
 sent only in headers and are scrubbed from any text that goes into an error.
+
+Every request counts against the run's ``AttemptBudget``: once the platform
+has failed ``max_failed_attempts`` requests, or ``unavailable_after_s`` has
+passed since its first failure, no further request is made and
+``PlatformUnavailableError`` (exit 6) ends the run. Without it, a model that
+keeps calling ``publish`` against a dead host retries until ``max_turns``.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import logging
 import re
 import ssl
@@ -33,7 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from ..content import to_html
-from ..errors import CapabilityError, ConfigError
+from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
 from . import Published, PublishOutcomeUnknown, same_content
 
 log = logging.getLogger(__name__)
@@ -68,6 +76,54 @@ class Failure:
     @property
     def maybe_created(self) -> bool:
         return self.kind != NOT_SENT
+
+    def describe(self) -> str:
+        """What happened to the create call, in words that match what the platform did."""
+        if self.kind == ANSWERED:
+            return f"the create call failed: {self.detail}"
+        if self.kind == IN_FLIGHT:
+            return f"no answer to the create call ({self.detail})"
+        return f"the create call did not reach the platform ({self.detail})"
+
+
+class AttemptBudget:
+    """How many failed requests one run may make to its platform, and for how long after the first.
+
+    Shared by every publisher a run creates (the ``publish`` capability hands
+    the run's budget over), so a model calling ``publish`` again and again
+    cannot multiply the retries.
+    """
+
+    def __init__(self, max_failures: int, window_s: float, clock=time.monotonic) -> None:
+        self.max_failures = max_failures
+        self.window_s = window_s
+        self._clock = clock
+        self.failures = 0
+        self.requests = 0
+        self.first_failure_at: float | None = None
+        self.last_failure = ""
+
+    def remaining_s(self) -> float | None:
+        """Seconds left before the platform counts as unavailable; None before any failure."""
+        if self.first_failure_at is None:
+            return None
+        return self.window_s - (self._clock() - self.first_failure_at)
+
+    def check(self, name: str) -> None:
+        """Raise PlatformUnavailableError when no further request may be made."""
+        left = self.remaining_s()
+        if self.failures >= self.max_failures or (left is not None and left <= 0):
+            spent = self._clock() - (self.first_failure_at or self._clock())
+            raise PlatformUnavailableError(
+                f"{name}: platform unavailable: {self.failures} failed request(s) in {spent:.0f}s this run "
+                f"(last: {self.last_failure}); not calling it again in this run "
+                "([publish] max_failed_attempts, unavailable_after_s)")
+
+    def failed(self, detail: str) -> None:
+        self.failures += 1
+        self.last_failure = detail
+        if self.first_failure_at is None:
+            self.first_failure_at = self._clock()
 
 
 def public_url(url: str) -> str:
@@ -110,6 +166,8 @@ class RemotePublisher:
         self.retries = retries
         self.backoff_s = backoff_s
         self._secrets = tuple(s for s in secrets if s)
+        # The run's budget of failed requests (set by the publish capability); None: unbounded.
+        self.budget: AttemptBudget | None = None
 
     # --- what subclasses provide --------------------------------------------
 
@@ -159,7 +217,7 @@ class RemotePublisher:
                 raise CapabilityError(f"{self.name}: publishing failed after {self.retries + 1} attempts "
                                       f"and the post is not there: {failure.detail}")
             raise PublishOutcomeUnknown(
-                f"{self.name}: no answer to the create call ({failure.detail}) and the post was not found; "
+                f"{self.name}: {failure.describe()} and the post was not found; "
                 "it may still appear: call publish again later, it will find it instead of posting twice")
         raise CapabilityError(f"{self.name}: publishing failed after {self.retries + 1} attempts: {failure.detail}")
 
@@ -172,9 +230,11 @@ class RemotePublisher:
         except httpx.TransportError as exc:
             return Failure(IN_FLIGHT, f"{type(exc).__name__}: {self._scrub(str(exc)) or 'no answer'}")
         if resp.status_code in RETRY_STATUS:
-            return Failure(RETRY_STATUS[resp.status_code], f"{public_url(url)} answered {resp.status_code}")
+            return Failure(RETRY_STATUS[resp.status_code],
+                           f"{public_url(url)} answered {resp.status_code}{self._message(resp)}")
         if self._is_duplicate(resp):
             return self._adopt_duplicate(doc, resp)
+        self._check_is_api(method, url, resp)
         if not resp.is_success:
             raise CapabilityError(f"{self.name} refused the post: {public_url(url)} answered {resp.status_code}"
                                   f"{self._message(resp)}")
@@ -195,7 +255,7 @@ class RemotePublisher:
             found = self.find(key=doc.key, slug=doc.slug)
         except CapabilityError as exc:
             raise PublishOutcomeUnknown(
-                f"{self.name}: no answer to the create call ({failure.detail}) nor to the lookup ({exc}); "
+                f"{self.name}: {failure.describe()}, and the lookup failed too ({exc}); the post may exist: "
                 "call publish again later, it will look before posting") from None
         return None if found is None else self._adopt(found, doc)
 
@@ -217,17 +277,54 @@ class RemotePublisher:
 
     def _send(self, method: str, url: str, *, json_body: Any = None, params: dict[str, str] | None = None,
               headers: dict[str, str] | None = None) -> httpx.Response:
-        """One request. 401/403 raise ConfigError; transport errors propagate."""
-        request = httpx.Request(method, url, params=params, json=json_body)
+        """One request. 401/403 raise ConfigError; transport errors propagate.
+
+        Counts against the run's budget: a refused connection, a timeout, a 5xx
+        or a 429 is a failed attempt, and once the budget is spent this raises
+        PlatformUnavailableError instead of sending.
+        """
+        timeout = self.timeout_s
+        if self.budget is not None:
+            self.budget.check(self.name)
+            left = self.budget.remaining_s()
+            if left is not None:  # a hanging host must not outlast the budget by a whole timeout
+                timeout = max(0.5, min(timeout, left))
+            self.budget.requests += 1
+        # Merged, not replaced: WordPress's URL already carries ?rest_route=.
+        target = httpx.URL(url).copy_merge_params(params) if params else url
+        request = httpx.Request(method, target, json=json_body)
         request.headers.update(headers or {})
         request.headers.update(self._auth_headers(method, str(request.url), request.content))
-        with httpx.Client(timeout=self.timeout_s, follow_redirects=False, verify=_tls()) as client:
-            resp = client.send(request)
-            resp.read()
+        try:
+            with httpx.Client(timeout=timeout, follow_redirects=False, verify=_tls()) as client:
+                resp = client.send(request)
+                resp.read()
+        except httpx.TransportError as exc:
+            if self.budget is not None:
+                self.budget.failed(f"{method} {type(exc).__name__}")
+            raise
+        if self.budget is not None and (resp.status_code >= 500 or resp.status_code == 429):
+            self.budget.failed(f"{method} answered {resp.status_code}")
         if resp.status_code in (401, 403):
-            raise ConfigError(f"[publish.{self.name}] {method} {public_url(url)} answered {resp.status_code}: "
-                              f"the platform refused the credentials{self._message(resp)}")
+            raise self._refused(method, url, resp)
         return resp
+
+    def _refused(self, method: str, url: str, resp: httpx.Response) -> ConfigError:
+        """The error for a 401/403: the operator must fix the credentials (subclasses name them)."""
+        return ConfigError(f"[publish.{self.name}] {method} {public_url(url)} answered {resp.status_code}: "
+                           f"the platform refused the credentials{self._message(resp)}")
+
+    def _check_is_api(self, method: str, url: str, resp: httpx.Response) -> None:
+        """A redirect, or a 2xx that is not JSON, means the URL does not reach the API: the operator's to fix."""
+        if resp.is_redirect:
+            where = public_url(resp.headers.get("Location", "?"))
+            raise ConfigError(f"[publish.{self.name}] url: {method} {public_url(url)} answered {resp.status_code}, "
+                              f"a redirect to {where}: set url to the address the site really answers on")
+        ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if resp.is_success and resp.content and not ctype.endswith("json"):
+            raise ConfigError(f"[publish.{self.name}] url: {method} {public_url(url)} answered {resp.status_code} "
+                              f"with {ctype or 'no content type'}, not the API's JSON: the url is not the "
+                              f"{self.name} site's root, or its API is disabled or blocked")
 
     def _get(self, url: str, params: dict[str, str] | None = None) -> httpx.Response:
         """A read, safe to repeat: retried on 5xx, 429 and transport errors; CapabilityError when they run out."""
@@ -241,7 +338,7 @@ class RemotePublisher:
                 detail = f"{type(exc).__name__}: {self._scrub(str(exc)) or 'no answer'}"
                 continue
             if resp.status_code in RETRY_STATUS:
-                detail = f"answered {resp.status_code}"
+                detail = f"answered {resp.status_code}{self._message(resp)}"
                 continue
             return resp
         raise CapabilityError(f"{self.name}: looking up {public_url(url)} failed after {self.retries + 1} attempts: {detail}")
@@ -266,6 +363,8 @@ class RemotePublisher:
             text = resp.text
         else:
             text = _error_text(data)
+        if "<" in (text or ""):  # an HTML error page (or HTML inside a JSON message): its words only
+            text = html_text(text)
         text = self._scrub(re.sub(r"\s+", " ", text or "")).strip()[:200]
         return f" ({text})" if text else ""
 
@@ -273,6 +372,17 @@ class RemotePublisher:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+
+def html_text(markup: str) -> str:
+    """The readable text of an HTML error page: the <title> or first heading when there is one, else all text."""
+    markup = re.sub(r"(?is)<(script|style)\b.*?</\1>", " ", markup)
+    for tag in ("h1", "title"):
+        m = re.search(rf"(?is)<{tag}\b[^>]*>(.*?)</{tag}>", markup)
+        if m and re.sub(r"<[^>]+>", "", m.group(1)).strip():
+            markup = m.group(1)
+            break
+    return html.unescape(re.sub(r"<[^>]+>", " ", markup))
 
 
 @functools.cache
