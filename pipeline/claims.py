@@ -67,6 +67,17 @@ DEFAULT_RULES: dict[str, list[str]] = {
     ],
 }
 
+# An asynchronous platform's own words for "a publish task was accepted" (WeChat's 发布任务): the
+# article is not published yet, so these phrases are not publish claims. They are removed from a
+# clause before the publish rules look at it, so "已提交发布" is no claim and "已提交发布，已发布" still is.
+_SUBMITTED = re.compile(
+    r"(已经?|已(将|把).{0,16}?)?提交(了)?(发布|发表|审核)(任务|申请)?|发布任务(已经?)?(创建|提交|受理)|"
+    r"已(创建|提交)(了)?发布任务|"
+    r"\bsubmitted (it |the (article|post) )?for (publishing|publication|review)\b|"
+    r"\bpublish(ing)? (task|job) (was |has been |is )?(created|submitted|accepted|queued)\b",
+    re.IGNORECASE,
+)
+
 # A clause with any of these asserts nothing.
 _NON_ASSERTIVE_ZH = re.compile(
     r"尚未|未能|暂未|并未|还没|没有|未|不|无法|失败|错误|"  # negation / failure
@@ -132,7 +143,8 @@ class ClaimRules:
                 if not _asserts(clause):
                     continue
                 for cap, rx in self.rules.items():
-                    if rx.search(clause) and cap not in keyword_claims:
+                    said = _SUBMITTED.sub(" ", clause) if cap == "publish" else clause
+                    if rx.search(said) and cap not in keyword_claims:
                         keyword_claims[cap] = ClaimFound(cap, clause)
                 for no in self.registration_no.findall(clause):
                     values.append(("register", no, clause))

@@ -126,6 +126,29 @@ class WebhookPublishConfig(_Section):
     secret_env: str = ""
 
 
+class WeChatPublishConfig(_Section):
+    """A WeChat Official Account (公众号): draft/add, then freepublish/submit, then freepublish/get."""
+
+    # The API host; tests point it at a contract fake on 127.0.0.1.
+    api_base: str = "https://api.weixin.qq.com"
+    appid: str = ""
+    # Name of the variable holding the AppSecret; the secret is never read from a file.
+    secret_env: str = "WECHAT_APP_SECRET"
+    # Cover image file (jpg/png, 2.35:1, e.g. 900x383); "" generates a plain one locally per article.
+    cover_image: str = ""
+    author: str = ""
+    # The article's 阅读原文 link ("" for none).
+    content_source_url: str = ""
+    # How long one run polls freepublish/get before ending "submitted" (exit 9), and the first pause.
+    poll_budget_s: float = Field(120.0, ge=0)
+    poll_interval_s: float = Field(3.0, gt=0)
+    # After a crash between submit and recording its publish_id, how long recovery waits for the
+    # article to appear in freepublish/batchget before it submits again (publishing takes minutes).
+    resubmit_after_min: float = Field(60.0, ge=0)
+    # Refresh the shared access token this long before it expires.
+    token_margin_s: float = Field(300.0, ge=0)
+
+
 class PublishConfig(_Section):
     target: str = "local"
     allowed_domains: list[str] = Field(default_factory=lambda: ["127.0.0.1", "localhost"])
@@ -144,6 +167,7 @@ class PublishConfig(_Section):
     wordpress: WordPressPublishConfig = Field(default_factory=WordPressPublishConfig)
     ghost: GhostPublishConfig = Field(default_factory=GhostPublishConfig)
     webhook: WebhookPublishConfig = Field(default_factory=WebhookPublishConfig)
+    wechat: WeChatPublishConfig = Field(default_factory=WeChatPublishConfig)
 
 
 class RegisterConfig(_Section):

@@ -15,7 +15,12 @@ Errors split by *who must fix them*, as smolagents does:
      ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
      ├── RunFailed                    the run ended without the business facts it needs
      │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
-     │    └── AgentIncompleteError    required facts missing, no false claims          → exit 4
+     │    ├── AgentIncompleteError    required facts missing, no false claims          → exit 4
+     │    │    └── PublicationFailed  the platform refused or removed the article (WeChat
+     │    │                           publish_status 2–6): final, not the model's to retry
+     │    └── PublicationSubmitted    an asynchronous platform accepted the publish task
+     │                                but had not published it when the run's polling
+     │                                budget ended: the next run resumes polling     → exit 9
      └── CapabilityError              the model must fix: sent back as the tool result;
           ├── ToolArgumentsError      unknown tool, malformed JSON, schema violation
           └── PublishOutcomeUnknown   (pipeline.publishers) the platform may hold the post:
@@ -41,6 +46,7 @@ class ExitCode(IntEnum):
     INCOMPLETE = 4
     PROVIDER_UNAVAILABLE = 5
     PLATFORM_UNAVAILABLE = 6
+    SUBMITTED = 9  # submitted to an asynchronous platform, not yet verified: the next run finishes it
     LOCKED = 75  # EX_TEMPFAIL: try again later
     INTERRUPTED = 130
 
@@ -118,6 +124,23 @@ class AgentIncompleteError(RunFailed):
     def __init__(self, missing: set[str], reason: str) -> None:
         self.missing = set(missing)
         super().__init__(f"{reason}; missing facts: {sorted(self.missing) or 'none'}")
+
+
+class PublicationFailed(AgentIncompleteError):
+    """The platform refused the article for good (WeChat: 原创失败, 常规失败, 审核不通过) or removed it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__({"publish"}, reason)
+
+
+class PublicationSubmitted(RunFailed):
+    """The platform holds a publish task that has not finished: not published, not forgotten.
+
+    The publication row stays ``submitted`` (or ``pending`` while the submit's
+    answer is unknown); the next run's reconciliation resumes polling it.
+    """
+
+    exit_code = ExitCode.SUBMITTED
 
 
 class CapabilityError(PipelineError):

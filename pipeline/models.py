@@ -36,7 +36,7 @@ class Run(SQLModel, table=True):
     model: str
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
-    # running | done | hallucination | incomplete | provider_unavailable | platform_unavailable | error
+    # running | done | hallucination | incomplete | provider_unavailable | platform_unavailable | submitted | error
     # | interrupted | crashed
     status: str = "running"
     exit_code: int | None = None
@@ -117,11 +117,31 @@ class Publication(SQLModel, table=True):
     content_hash: str
     url: str | None = None
     remote_id: str | None = None  # the platform's own id for the post
-    # pending | published | verified | unverified | failed
+    # pending | submitted | verified | unverified | failed | removed
+    # ("submitted": an asynchronous platform accepted a publish task, publish_id, that has not finished;
+    # "removed": verified once, then deleted or blocked on the platform)
     status: str = "pending"
+    # Asynchronous platforms (WeChat): each step's result, written as soon as the platform answers,
+    # so a crash resumes from the last step instead of repeating it (see pipeline/publishers/wechat.py).
+    cover_id: str | None = None  # the cover's permanent material media_id
+    draft_id: str | None = None  # the draft's media_id
+    submit_started_at: datetime | None = None  # set just before the submit call: a task may exist from here on
+    publish_id: str | None = None  # the publish task's id, once the platform accepted it
+    submitted_at: datetime | None = None
     verification: str | None = Field(default=None, sa_column=Column(Text))
     created_at: datetime = Field(default_factory=utcnow)
     verified_at: datetime | None = None
+
+
+class PlatformToken(SQLModel, table=True):
+    """An access token shared by every process and worker that calls one platform account."""
+
+    __tablename__ = "platform_tokens"
+    # "<platform>:<account>", e.g. "wechat:wx1234…" (the appid, not a secret)
+    name: str = Field(primary_key=True)
+    token: str = Field(sa_column=Column(Text, nullable=False))
+    expires_at: datetime
+    fetched_at: datetime = Field(default_factory=utcnow)
 
 
 class Registration(SQLModel, table=True):

@@ -40,7 +40,8 @@ from .models import Execution, Publication, Registration, Run, utcnow
 log = logging.getLogger(__name__)
 
 # Runs that ended without finishing their steps; their verified publications are registered for them.
-UNFINISHED = ("crashed", "interrupted")
+# "submitted": the platform published the article after the run's polling budget ended.
+UNFINISHED = ("crashed", "interrupted", "submitted")
 CALL_PREFIX = "reconcile:"
 
 

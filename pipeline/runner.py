@@ -20,7 +20,7 @@ from .alerts import Alerter
 from .claims import ClaimRules, claim_rules
 from .config import Config
 from .errors import (AgentHallucinationError, AgentIncompleteError, ExitCode, PipelineError,
-                     PlatformUnavailableError, ProviderUnavailableError, RunInterrupted)
+                     PlatformUnavailableError, ProviderUnavailableError, PublicationSubmitted, RunInterrupted)
 from .guard import Guard
 from .ledger import Ledger
 from .llm import ChatModel, is_local
@@ -122,6 +122,8 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
         status, code, error = "provider_unavailable", exc.exit_code, str(exc)
     except PlatformUnavailableError as exc:
         status, code, error = "platform_unavailable", exc.exit_code, str(exc)
+    except PublicationSubmitted as exc:
+        status, code, error = "submitted", exc.exit_code, str(exc)
     except RunInterrupted as exc:
         status, code, error = "interrupted", exc.exit_code, str(exc)
     except PipelineError as exc:

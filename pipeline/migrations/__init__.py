@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 # The newest revision this code knows. A test checks it against versions/ (each fact once:
 # that test fails if a revision is added without moving HEAD).
-HEAD = "0002"
+HEAD = "0010"
 # What the 0.1.0 release created with create_all(): a ledger with its tables but no
 # alembic_version row is stamped here, then upgraded.
 BASELINE = "0001"
@@ -34,8 +34,10 @@ BASELINE = "0001"
 _PG_LOCK_KEY = 0x6C6564676572
 
 SCRIPT_LOCATION = Path(__file__).parent
-LEDGER_TABLES = ("runs", "turns", "executions", "topics", "articles", "publications",
+# The tables 0.1.0 created (how a legacy ledger is recognised), then every table the revisions own.
+LEGACY_TABLES = ("runs", "turns", "executions", "topics", "articles", "publications",
                  "registrations", "reports", "claims", "guard_events")
+LEDGER_TABLES = LEGACY_TABLES + ("platform_tokens",)
 
 
 def stored_revision(conn: Connection) -> str | None:
@@ -190,9 +192,9 @@ def _has_legacy_tables(conn: Connection) -> bool:
     from sqlalchemy import inspect
 
     present = set(inspect(conn).get_table_names())
-    if not present & set(LEDGER_TABLES):
+    if not present & set(LEGACY_TABLES):
         return False
-    missing = [t for t in LEDGER_TABLES if t not in present]
+    missing = [t for t in LEGACY_TABLES if t not in present]
     if missing:
         raise LedgerError(f"the database has some ledger tables but not {', '.join(missing)}: not a ledger this program made")
     return True
