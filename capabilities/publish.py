@@ -363,3 +363,39 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
         except (PipelineError, OSError, httpx.HTTPError) as exc:
             log.warning("publication %s (%s) left pending: %s", pub.id, pub.target, exc)
     return settled
+
+
+def recheck_published(cfg: Config, ledger: Ledger, *, channel: str | None = None) -> list[Publication]:
+    """Asynchronous platforms can take an article down after success: mark such rows ``removed``; returns them.
+
+    Asks once per run about each publication verified in the last
+    ``[publish.wechat] recheck_days`` that has a publish task id. A platform
+    that cannot answer now is asked again next run.
+    """
+    days = cfg.publish.wechat.recheck_days
+    if not days:
+        return []
+    query = (select(Publication).join(Run, Run.id == Publication.run_id)
+             .where(Publication.status == "verified", Publication.publish_id.is_not(None),
+                    Publication.verified_at >= utcnow() - timedelta(days=days)).order_by(Publication.id))
+    if channel is not None:
+        query = query.where(Run.channel == channel)
+    with ledger.read() as s:
+        rows = s.exec(query).all()
+    removed, publishers = [], {}
+    for row in rows:
+        try:
+            if row.target not in publishers:
+                publishers[row.target] = get_publisher(cfg, row.target)
+                publishers[row.target].budget = budget_for(cfg)
+                publishers[row.target].ledger = ledger
+            publisher = publishers[row.target]
+            if not hasattr(publisher, "recheck"):
+                continue
+            after = publisher.recheck(row)
+        except (PipelineError, OSError, httpx.HTTPError) as exc:
+            log.warning("publication %s (%s): recheck failed: %s", row.id, row.target, exc)
+            continue
+        if after.status == "removed":
+            removed.append(after)
+    return removed

@@ -147,6 +147,9 @@ class WeChatPublishConfig(_Section):
     resubmit_after_min: float = Field(60.0, ge=0)
     # Refresh the shared access token this long before it expires.
     token_margin_s: float = Field(300.0, ge=0)
+    # Each run asks again about the articles verified in the last N days: one the account deleted
+    # (publish_status 5) or the platform blocked (6) becomes "removed", with an alert. 0: never.
+    recheck_days: float = Field(3.0, ge=0)
 
 
 class PublishConfig(_Section):

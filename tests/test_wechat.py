@@ -8,7 +8,7 @@ import threading
 import pytest
 from sqlmodel import select
 
-from capabilities.publish import publish, recover_pending
+from capabilities.publish import publish, recheck_published, recover_pending
 from pipeline.claims import ClaimRules
 from pipeline.errors import ConfigError, PlatformUnavailableError, PublicationFailed, PublicationSubmitted
 from pipeline.models import PlatformToken, Publication
@@ -90,20 +90,16 @@ def test_an_article_removed_after_success_is_not_a_publication(tmp_path, wechat,
     publish.fn(ctx, add_article(ctx).id)
     row = row_of(ctx)
     wechat.remove(row.remote_id, removed)  # the status flips from 0 to 5 (or 6) later
-    from pipeline.publishers import get_publisher
-
-    publisher = get_publisher(ctx.cfg)
-    publisher.ledger = ctx.ledger
-    assert publisher.recheck(row).status == "removed"
-    assert STATUS[removed] in row_of(ctx).verification
+    assert [p.id for p in recheck_published(ctx.cfg, ctx.ledger)] == [row.id]
+    assert row_of(ctx).status == "removed" and STATUS[removed] in row_of(ctx).verification
+    assert recheck_published(ctx.cfg, ctx.ledger) == []  # removed is final: not asked again
     # Removed before the pipeline ever saw it published: the poll reports 5/6 and the row fails.
     wechat.hold = True
     other = new_context(ctx.cfg.base_dir / "config.toml")
     with pytest.raises(PublicationSubmitted):
         publish.fn(other, add_article(other, "\nOther.").id)
     wechat.release()
-    wechat.remove(f"ART{row_of(other).publish_id}", removed)
-    wechat.articles()  # let the task finish first
+    wechat.articles()  # the task finishes (status 0) unseen, then is taken down
     wechat.remove(f"ART{row_of(other).publish_id}", removed)
     other.ledger.finish_run(other.run_id, "submitted", 9, "")
     recover_pending(other.cfg, other.ledger)
@@ -285,3 +281,27 @@ def test_the_guard_speaks_the_platforms_language():
     # With the row only submitted, publish is no fact: "已发布" is unbacked, and so flagged.
     claims = rules.check("文章已提交发布，已发布。", {"draft": [1]})
     assert [(c.capability, c.status) for c in claims if c.capability == "publish"] == [("publish", "unbacked")]
+
+
+def test_a_run_ends_submitted_exit_9_and_the_next_run_registers_it(harness, wechat, monkeypatch):
+    """Business state ends the run: a task still publishing is exit 9, and the next run finishes it."""
+    from pipeline.models import Registration, Run
+
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    extra = '[publish]\ntarget = "wechat"\n' + wechat_config(wechat.base_url, poll_budget_s=0.05)
+    wechat.hold = True
+    first, ledger = harness.run("honest", extra)
+    assert (first.status, first.exit_code) == ("submitted", 9) and "已提交发布" in first.error
+    with ledger.read() as s:
+        assert s.exec(select(Publication)).one().status == "submitted"
+        assert not s.exec(select(Registration)).all()
+    wechat.release()
+    second, ledger = harness.run("honest", extra)
+    assert (second.status, second.exit_code) == ("done", 0)
+    with ledger.read() as s:
+        pubs = s.exec(select(Publication).order_by(Publication.id)).all()
+        regs = {r.publication_id: r for r in s.exec(select(Registration)).all()}
+        assert s.get(Run, first.run_id).status == "submitted"
+    assert [p.status for p in pubs] == ["verified", "verified"]
+    assert set(regs) == {pubs[0].id, pubs[1].id}  # the first run's article registered by the second run
+    assert wechat.stats()["submits"] == 2
