@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lock clean migration
+.PHONY: run test bench lock clean migration deb-packages
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,17 @@ $(STAMP): requirements.lock pyproject.toml
 run: $(STAMP)
 	$(BIN)/pipeline run --config config.toml
 
-test: $(STAMP)
+# Debian packages some tests drive for real (headless Chromium for the site); installed when run as
+# root, else those tests skip with one line (PIPELINE_REQUIRE_REAL_PLATFORMS=1 makes that a failure).
+DEB_PACKAGES := chromium fonts-noto-cjk
+
+test: $(STAMP) deb-packages
 	$(BIN)/python -m pytest
+
+deb-packages:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromium >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES); \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py

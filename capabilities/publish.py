@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Annotated
 
@@ -39,7 +40,7 @@ from pipeline.content import slugify
 from pipeline.errors import (CapabilityError, ConfigError, PipelineError, PlatformUnavailableError, PublicationFailed,
                              PublicationSubmitted)
 from pipeline.ledger import Ledger
-from pipeline.models import Article, Publication, Run, utcnow
+from pipeline.models import Article, Publication, Run, Topic, utcnow
 from pipeline.publishers import Published, Publisher, PublishOutcomeUnknown, get_publisher, same_content
 from pipeline.publishers.remote import AttemptBudget, RemotePublisher
 from pipeline.tools import RunContext, capability
@@ -184,11 +185,28 @@ def _find_earlier(publisher: Publisher, key: str, slug: str, digest: str) -> Pub
     return found
 
 
+def _metadata(ctx: RunContext, row_id: int, article: Article, publisher: Publisher) -> dict:
+    """What a publisher that shows dates and tags gets from the ledger: the publication's time, the topic's keywords.
+
+    Keywords are what a CSV backlog's ``keywords`` column added to the topic's angle (after " — ").
+    """
+    if not getattr(publisher, "takes_metadata", False):
+        return {}
+    with ctx.ledger.read() as s:
+        row = s.get(Publication, row_id)
+        topic = s.get(Topic, article.topic_id) if article.topic_id else None
+    tags: list[str] = []
+    if topic is not None and topic.angle and " — " in topic.angle:
+        keywords = topic.angle.rsplit(" — ", 1)[1]
+        tags = [t.strip() for t in re.split(r"[,，;；、]", keywords) if t.strip()][:5]
+    return {"published_at": row.created_at, "tags": tags}
+
+
 def _call_platform(ctx: RunContext, publisher: Publisher, row_id: int, key: str, slug: str, article: Article) -> Published:
     """The one external side effect, with its failure written to the row before the error goes up."""
     try:
         return publisher.publish(key=key, slug=slug, title=article.title, body_markdown=article.body,
-                                 content_hash=article.content_hash)
+                                 content_hash=article.content_hash, **_metadata(ctx, row_id, article, publisher))
     except PublishOutcomeUnknown as exc:
         # The platform may hold the post: stay pending so the next attempt or recovery asks find().
         _mark(ctx.ledger, row_id, "pending", f"outcome unknown: {exc}")

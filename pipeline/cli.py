@@ -230,16 +230,21 @@ def report(config: ConfigOpt = None,
 def serve(config: ConfigOpt = None,
           port: Annotated[Optional[int], typer.Option(help="Port (default: the one in [publish.local] base_url).")] = None) -> None:
     """Preview the local site on 127.0.0.1 (Ctrl-C to stop)."""
-    import functools
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import ThreadingHTTPServer
     from urllib.parse import urlsplit
+
+    from .publishers.local import site_handler
 
     with _clean_errors():
         cfg = config_mod.load(config)
     directory = cfg.path(cfg.publish.local.dir)
     directory.mkdir(parents=True, exist_ok=True)
-    port = port or urlsplit(cfg.publish.local.base_url).port or 8765
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(directory))
+    configured = urlsplit(cfg.publish.local.base_url).port or 8765
+    port = port or configured
+    if port != configured:  # pages link relatively and work on any port; the feed's links are absolute
+        err.print(f"note: the feed's links point at [publish.local] base_url {cfg.publish.local.base_url}, "
+                  f"not port {port}", markup=False, highlight=False)
+    handler = site_handler(directory)
     try:
         server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:

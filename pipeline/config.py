@@ -99,7 +99,11 @@ class HumanizeConfig(_Section):
 
 class LocalPublishConfig(_Section):
     dir: str = "var/site"
+    # Where readers reach the site: the feed's links are absolute (Atom requires it); pages link relatively.
     base_url: str = "http://127.0.0.1:8765"
+    # The site's name (header, <title>, feed title) and the author shown on posts and in the feed.
+    title: str = "Posts"
+    author: str = ""
 
 
 class WordPressPublishConfig(_Section):
