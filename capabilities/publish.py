@@ -30,6 +30,7 @@ import logging
 import os
 import re
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Annotated
 
 import httpx
@@ -37,8 +38,8 @@ from sqlmodel import select
 
 from pipeline.config import Config
 from pipeline.content import slugify
-from pipeline.errors import (CapabilityError, ConfigError, PipelineError, PlatformUnavailableError, PublicationFailed,
-                             PublicationSubmitted)
+from pipeline.errors import (AwaitingReview, CapabilityError, ConfigError, DryRunDone, PipelineError,
+                             PlatformUnavailableError, PublicationFailed, PublicationSubmitted)
 from pipeline.ledger import Ledger
 from pipeline.models import Article, Publication, Run, Topic, utcnow
 from pipeline.publishers import Published, Publisher, PublishOutcomeUnknown, get_publisher, same_content
@@ -226,6 +227,19 @@ def _call_platform(ctx: RunContext, publisher: Publisher, row_id: int, key: str,
         raise CapabilityError(f"publishing to {publisher.name} failed: {exc}") from None
 
 
+def _hold_for_review(ctx: RunContext, article: Article) -> None:
+    """Stop before the platform: a dry run writes its preview; a manual review also waits for an editor."""
+    from pipeline import review
+
+    if ctx.dry_run:
+        preview = review.write_preview(ctx.cfg, ctx.run_id, article)
+        raise DryRunDone(f"dry run: nothing published; the would-be post is at {preview.as_uri()}")
+    row = review.request(ctx.cfg, ctx.ledger, ctx.run_id, article)
+    raise AwaitingReview(f"awaiting review: '{article.title}' is not published until an editor approves it; "
+                         f"preview: {Path(row.preview).as_uri()}; then: pipeline review approve {ctx.run_id} "
+                         f"(or reject {ctx.run_id} --reason …)")
+
+
 @capability
 def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned by humanize."]) -> dict:
     """Publish a humanized article to the configured platform and verify its URL. Returns publication_id and url."""
@@ -246,6 +260,8 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
     if article.score is None or article.score < threshold:
         raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; call humanize on the draft again")
 
+    if ctx.dry_run or (ctx.cfg.publish.review == "manual" and ctx.approved_by is None):
+        _hold_for_review(ctx, article)
     key, publisher = _key(ctx.run_id, article), _publisher(ctx)
     if started is not None and _is_async(publisher):
         # One article per run: a second one must not start a second publish task.

@@ -20,12 +20,15 @@ from rich.table import Table
 
 from . import config as config_mod
 from .errors import PipelineError
+from .untrusted import visible as for_display
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="A content pipeline whose agent cannot report work that did not happen.")
 ledger_app = typer.Typer(no_args_is_help=True, help="Read the ledger: what the system really did.")
 claims_app = typer.Typer(no_args_is_help=True, help="Test claim rules against text.")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(claims_app, name="claims")
+review_app = typer.Typer(no_args_is_help=True, help="An editor's decisions: list, show, approve or reject held articles.")
+app.add_typer(review_app, name="review")
 
 # soft_wrap: long lines (URLs, error messages) stay on one line for grep and cron mail.
 out = Console(soft_wrap=True)
@@ -120,10 +123,13 @@ def _print_summary(ledger, outcome) -> None:
 @app.command()
 def run(config: ConfigOpt = None,
         channel: Annotated[Optional[str], typer.Option(help="Channel to run (needed when [[channels]] declares several).")] = None,
-        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Everything but the platform call: the would-be post goes "
+                                              "to the preview directory (publish.preview_dir).")] = False) -> None:
     """Run the pipeline once now (for cron).
 
-    Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down, 75 locked, 130 interrupted.
+    Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down, 6 platform down,
+    8 awaiting review, 9 submitted (not yet published), 75 locked, 130 interrupted.
     """
     from . import shutdown
     from .errors import ChannelLocked
@@ -139,7 +145,7 @@ def run(config: ConfigOpt = None,
                 from .ledger import Ledger
                 from .runner import run_once
 
-                outcome = run_once(cfg, notify=_Progress(), lock_held=True)  # pre-flight next: no ledger on a config error
+                outcome = run_once(cfg, notify=_Progress(), lock_held=True, dry_run=dry_run)  # pre-flight next: no ledger on a config error
                 _print_summary(Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms), outcome)
         except ChannelLocked as exc:
             sys.stderr.write(f"{exc}\n")
@@ -189,6 +195,11 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
                 out.print(f"{r['channel']}: recovered publication {rec['publication_id']} of {rec['run_status']} run "
                           f"{rec['run_id']} registered as {rec['registration_no']} by run {rec['reconciled_by']}: "
                           f"{rec['url']}", markup=False, highlight=False)
+            for rec in r["awaiting_review"]:
+                state = "approved, not finished" if rec["status"] == "approved" else "awaiting review"
+                out.print(f"{r['channel']}: run {rec['run_id']} {state} since {rec['requested_at'][:16]}: "
+                          f"{for_display(rec['title'])} (pipeline review show {rec['run_id']})",
+                          markup=False, highlight=False)
             for rec in r["awaiting_registration"]:
                 out.print(f"{r['channel']}: publication {rec['publication_id']} of {rec['run_status']} run {rec['run_id']} "
                           f"is verified but not registered yet (the next run registers it): {rec['url']}",
@@ -433,6 +444,102 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
             table.add_row(r["capability"], r["value"] or "", r["status"] or "—", r["text"])
         out.print(table if rows else "no claims")
     raise typer.Exit(1 if fact_map is not None and any(r["status"] != "verified" for r in rows) else 0)
+
+
+# --- review -------------------------------------------------------------------------
+
+ChannelOpt = Annotated[Optional[str], typer.Option(help="Channel (needed when [[channels]] declares several).")]
+
+
+@review_app.command("list")
+def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
+                show_all: Annotated[bool, typer.Option("--all", help="Decided reviews too.")] = False,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Articles waiting for a decision (and approved ones not finished yet), oldest first."""
+    from .review import pending
+
+    with _clean_errors():
+        cfg, ledger = _ledger(config)
+        rows = pending(ledger, channel, all_states=show_all)
+    if as_json:
+        sys.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2, ensure_ascii=False) + "\n")
+        raise typer.Exit(0)
+    if not rows:
+        out.print("nothing awaits review", highlight=False)
+    for r in rows:
+        out.print(f"{r.run_id}  {r.channel}  {r.status}  {r.requested_at[:16]}  score {r.score}  "
+                  f"{for_display(r.title)}\n    preview: {r.preview}", markup=False, highlight=False)
+
+
+@review_app.command("show")
+def review_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """One held article: title, score, preview, decision, and its text."""
+    from .review import show
+
+    with _clean_errors():
+        _cfg, ledger = _ledger(config)
+        r = show(ledger, run_id)
+    if as_json:
+        sys.stdout.write(json.dumps(r.as_dict(), indent=2, ensure_ascii=False) + "\n")
+        raise typer.Exit(0)
+    lines = [f"run {r.run_id} ({r.channel}): {r.status}" + (" and published" if r.completed else ""),
+             f"title: {for_display(r.title)}", f"score: {r.score}", f"preview: {r.preview}",
+             f"requested: {r.requested_at}"]
+    if r.decided_by:
+        lines.append(f"decided by {r.decided_by} at {r.decided_at}" + (f": {r.reason}" if r.reason else ""))
+    if r.url:
+        lines.append(f"published at {r.url}")
+    lines += ["", for_display(r.body or "")]
+    out.print("\n".join(lines), markup=False, highlight=False)
+
+
+def _review_cfg(config, ledger_cfg, run_id: str):
+    """The config of the run's channel: publish must go where that channel publishes."""
+    from .models import Run
+
+    cfg, ledger = ledger_cfg
+    with ledger.read() as s:
+        run = s.get(Run, run_id)
+    if run is None:
+        raise config_mod.ConfigError(f"no run {run_id!r}")
+    return cfg.for_channel(run.channel if cfg.channels else None), ledger
+
+
+@review_app.command("approve")
+def review_approve(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
+                   by: Annotated[Optional[str], typer.Option("--by", help="Approver (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
+    """Approve a held article: publish, register and report it now, exactly once. Exit 75 while its channel runs."""
+    from .errors import ChannelLocked
+    from .review import approve, reviewer
+
+    with _clean_errors():
+        name = reviewer(by)
+        cfg, ledger = _review_cfg(config, _ledger(config), run_id)
+        try:
+            r, now = approve(cfg, ledger, run_id, name)
+        except ChannelLocked as exc:
+            sys.stderr.write(f"{exc}\n")
+            raise typer.Exit(int(exc.exit_code)) from None
+    verb = "approved by" if now else "already approved by"
+    out.print(f"run {r.run_id}: {verb} {r.decided_by} at {r.decided_at}; published at {r.url}",
+              markup=False, highlight=False)
+
+
+@review_app.command("reject")
+def review_reject(run_id: Annotated[str, typer.Argument(help="Run id.")],
+                  reason: Annotated[str, typer.Option("--reason", help="Why (kept in the ledger).")],
+                  config: ConfigOpt = None,
+                  by: Annotated[Optional[str], typer.Option("--by", help="Reviewer (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
+    """Reject a held article: nothing is published; the run is recorded rejected."""
+    from .review import reject, reviewer
+
+    with _clean_errors():
+        name = reviewer(by)
+        cfg, ledger = _review_cfg(config, _ledger(config), run_id)
+        r = reject(cfg, ledger, run_id, name, reason)
+    out.print(f"run {r.run_id}: rejected by {r.decided_by} at {r.decided_at}: {r.reason}", markup=False,
+              highlight=False)
 
 
 def main() -> None:

@@ -158,6 +158,11 @@ class WeChatPublishConfig(_Section):
 
 class PublishConfig(_Section):
     target: str = "local"
+    # "manual": a run stops after humanize in the awaiting_review state (exit 8) with a preview; an editor's
+    # `pipeline review approve RUN` publishes, registers and reports it. "auto": publish at once.
+    review: Literal["auto", "manual"] = "auto"
+    # Where previews of would-be posts go (review and run --dry-run), one directory per run.
+    preview_dir: str = "var/preview"
     allowed_domains: list[str] = Field(default_factory=lambda: ["127.0.0.1", "localhost"])
     verify_timeout_s: float = Field(5.0, gt=0)
     # Remote platforms: per-request timeout, and how often a 5xx/timeout is retried.

@@ -18,6 +18,10 @@ Errors split by *who must fix them*, as smolagents does:
      │    ├── AgentIncompleteError    required facts missing, no false claims          → exit 4
      │    │    └── PublicationFailed  the platform refused or removed the article (WeChat
      │    │                           publish_status 2–6): final, not the model's to retry
+     │    ├── AwaitingReview          [publish] review = "manual": the article waits for an
+     │    │                           editor (pipeline review approve|reject)          → exit 8
+     │    ├── DryRunDone              run --dry-run: the would-be post is in the preview
+     │    │                           directory, nothing was published                 → exit 0
      │    └── PublicationSubmitted    an asynchronous platform accepted the publish task
      │                                but had not published it when the run's polling
      │                                budget ended: the next run resumes polling     → exit 9
@@ -46,6 +50,7 @@ class ExitCode(IntEnum):
     INCOMPLETE = 4
     PROVIDER_UNAVAILABLE = 5
     PLATFORM_UNAVAILABLE = 6
+    AWAITING_REVIEW = 8  # a business state: an editor must approve or reject the article
     SUBMITTED = 9  # submitted to an asynchronous platform, not yet verified: the next run finishes it
     LOCKED = 75  # EX_TEMPFAIL: try again later
     INTERRUPTED = 130
@@ -131,6 +136,18 @@ class PublicationFailed(AgentIncompleteError):
 
     def __init__(self, reason: str) -> None:
         super().__init__({"publish"}, reason)
+
+
+class AwaitingReview(RunFailed):
+    """The run stopped before publishing, as configured: its article waits for an editor's decision."""
+
+    exit_code = ExitCode.AWAITING_REVIEW
+
+
+class DryRunDone(RunFailed):
+    """``pipeline run --dry-run`` reached publish: the would-be post was written to the preview directory."""
+
+    exit_code = ExitCode.DONE
 
 
 class PublicationSubmitted(RunFailed):

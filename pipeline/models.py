@@ -36,7 +36,8 @@ class Run(SQLModel, table=True):
     model: str
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
-    # running | done | hallucination | incomplete | provider_unavailable | platform_unavailable | submitted | error
+    # running | done | hallucination | incomplete | provider_unavailable | platform_unavailable | submitted
+    # | awaiting_review | rejected | dry_run | error
     # | interrupted | crashed
     status: str = "running"
     exit_code: int | None = None
@@ -131,6 +132,24 @@ class Publication(SQLModel, table=True):
     verification: str | None = Field(default=None, sa_column=Column(Text))
     created_at: datetime = Field(default_factory=utcnow)
     verified_at: datetime | None = None
+
+
+class Review(SQLModel, table=True):
+    """An editor's decision on a run's article ([publish] review = "manual"): publish happens only on approval."""
+
+    __tablename__ = "reviews"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", unique=True)
+    article_id: int = Field(foreign_key="articles.id")
+    # pending | approved | rejected
+    status: str = Field(default="pending", index=True)
+    preview: str | None = Field(default=None, sa_column=Column(Text))  # the would-be post, rendered locally
+    requested_at: datetime = Field(default_factory=utcnow)
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    reason: str | None = Field(default=None, sa_column=Column(Text))
+    # Set once publish, register and report have run for the approved article.
+    completed_at: datetime | None = None
 
 
 class PlatformToken(SQLModel, table=True):

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 # The newest revision this code knows. A test checks it against versions/ (each fact once:
 # that test fails if a revision is added without moving HEAD).
-HEAD = "0010"
+HEAD = "0011"
 # What the 0.1.0 release created with create_all(): a ledger with its tables but no
 # alembic_version row is stamped here, then upgraded.
 BASELINE = "0001"
@@ -37,7 +37,7 @@ SCRIPT_LOCATION = Path(__file__).parent
 # The tables 0.1.0 created (how a legacy ledger is recognised), then every table the revisions own.
 LEGACY_TABLES = ("runs", "turns", "executions", "topics", "articles", "publications",
                  "registrations", "reports", "claims", "guard_events")
-LEDGER_TABLES = LEGACY_TABLES + ("platform_tokens",)
+LEDGER_TABLES = LEGACY_TABLES + ("platform_tokens", "reviews")
 
 
 def stored_revision(conn: Connection) -> str | None:
