@@ -7,7 +7,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lock clean migration deb-packages
+.PHONY: run test test-packages bench lock clean migration
+
+# Debian packages of the real-WordPress test tier (tests/realwp.py; MariaDB itself is expected on
+# 127.0.0.1:3306, see PIPELINE_TEST_MYSQL). Installed by `make test` when running as root and missing;
+# without root (or without apt) nothing is installed and the tier skips with one line, unless
+# PIPELINE_REQUIRE_REAL_PLATFORMS=1 (CI), which makes it fail instead.
+WP_PACKAGES := wordpress wordpress-theme-twentytwentythree php-cli php-mysql php-curl php-xml php-mbstring mariadb-client
+# Headless Chromium (and CJK fonts) for the local site's browser test and bench/site_screenshots.py.
+SITE_PACKAGES := chromium fonts-noto-cjk
+TEST_PACKAGES := $(WP_PACKAGES) $(SITE_PACKAGES)
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,16 +27,20 @@ $(STAMP): requirements.lock pyproject.toml
 run: $(STAMP)
 	$(BIN)/pipeline run --config config.toml
 
-# Debian packages some tests drive for real (headless Chromium for the site); installed when run as
-# root, else those tests skip with one line (PIPELINE_REQUIRE_REAL_PLATFORMS=1 makes that a failure).
-DEB_PACKAGES := chromium fonts-noto-cjk
-
-test: $(STAMP) deb-packages
+test: $(STAMP) test-packages
 	$(BIN)/python -m pytest
 
-deb-packages:
-	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v chromium >/dev/null; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEB_PACKAGES); \
+test-packages:
+	@if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "test-packages: no dpkg/apt here; the real-platform tiers need: $(TEST_PACKAGES)"; \
+	elif [ "$$(dpkg-query -W -f='$${Status}\n' $(TEST_PACKAGES) 2>/dev/null | grep -c '^install ok installed$$')" = "$(words $(TEST_PACKAGES))" ]; then \
+		true; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		{ apt-get update -q && apt-get install -y -q --no-install-recommends $(TEST_PACKAGES); } \
+			|| echo "test-packages: apt-get failed; the real-platform tiers will say what is missing"; \
+	else \
+		echo "test-packages: not root, not installing: $(TEST_PACKAGES)"; \
 	fi
 
 bench: $(STAMP)
@@ -39,7 +52,7 @@ migration: $(STAMP)
 
 # Re-resolve the lock (needs uv: pip install uv). Never resolves litellm 1.82.7/1.82.8 (see pyproject.toml).
 lock:
-	uv pip compile pyproject.toml build-requirements.in --extra test --extra local --extra postgres --extra otel --generate-hashes \
+	uv pip compile pyproject.toml build-requirements.in --extra test --extra local --extra postgres --extra celery --extra otel --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o requirements.lock
 
 clean:

@@ -174,7 +174,7 @@ class PublishConfig(_Section):
     # Per run: after this many failed platform requests (refused, timed out, 5xx, 429), or this many
     # seconds after the first one, publish stops calling the platform and the run ends with exit 6.
     max_failed_attempts: int = Field(6, ge=1, le=100)
-    unavailable_after_s: float = Field(45.0, gt=0)
+    unavailable_after_s: float = Field(30.0, gt=0)
     local: LocalPublishConfig = Field(default_factory=LocalPublishConfig)
     wordpress: WordPressPublishConfig = Field(default_factory=WordPressPublishConfig)
     ghost: GhostPublishConfig = Field(default_factory=GhostPublishConfig)

@@ -290,8 +290,12 @@ class WordPress(Platform):
         self.permalinks = "plain"  # plain | date | postname
         self.role = "administrator"  # administrator (unfiltered_html) | author
         self.database_down = False
+        self.api_blocked = False  # a security plugin or proxy that hides the REST API: every URL is a page
+        self.redirect_to = ""  # a site that moved (http -> https, www): every request answers 301 there
 
     def _api_route(self, req: Request) -> str | None:
+        if self.api_blocked:
+            return None
         if "rest_route" in req.query:
             return req.query["rest_route"]
         if self.permalinks != "plain" and req.path.startswith("/wp-json/"):
@@ -300,6 +304,8 @@ class WordPress(Platform):
 
     def handle(self, req: Request) -> Reply:
         route = self._api_route(req)
+        if self.redirect_to:
+            return Reply(301, "", {"Location": self.redirect_to + req.target, "Content-Type": "text/html"})
         if self.database_down:
             if route is not None and "json" in req.headers.get("Content-Type", ""):
                 return Reply(500, {"code": "wp_die", "message": "<h1>Error establishing a database connection</h1>",
@@ -375,7 +381,7 @@ class WordPress(Platform):
                 post = next((p for p in self.posts if str(p.id) == req.query["p"]), None)
             else:
                 post = next((p for p in self.posts if _target(p.url) == req.target), None)
-        if req.path == "/" and not req.query or (post is None and req.path.startswith("/wp-json/")):
+        if (req.path == "/" and "p" not in req.query) or (post is None and req.path.startswith("/wp-json/")):
             # The front page (and, with plain permalinks, anything under /wp-json/).
             return Reply(200, "<!DOCTYPE html><html><head><title>Site</title></head><body>front page</body></html>",
                          {"Content-Type": "text/html; charset=UTF-8"})

@@ -8,7 +8,9 @@ bootstrap in the temporary folder defines the constants and loads
 commands (install, users, application passwords, permalinks, counting posts)
 alike. The database is a per-session database and user on the MariaDB at
 ``PIPELINE_TEST_MYSQL`` (default 127.0.0.1:3306, user root, no password),
-dropped at teardown.
+dropped at teardown; when nothing answers there and that variable is unset,
+a MariaDB of its own (Debian's ``mariadb-server``) is started in the
+temporary folder on a free port and stopped by PID at teardown.
 
 Knobs the tests use to make WordPress fail the way it does in production:
 
@@ -39,7 +41,7 @@ WP_ROOT = Path(os.environ.get("PIPELINE_TEST_WP_ROOT", "/usr/share/wordpress"))
 DEBIAN_PACKAGES = ["wordpress", "wordpress-theme-twentytwentythree", "php-cli", "php-mysql", "php-curl",
                    "php-xml", "php-mbstring"]
 PERMALINKS = {"plain": "", "date": "/%year%/%monthnum%/%day%/%postname%/", "postname": "/%postname%/"}
-USERS = {"admin": "administrator", "writer": "author"}
+USERS = {"admin": "administrator", "writer": "author", "contrib": "contributor"}
 
 
 def free_port() -> int:
@@ -74,11 +76,60 @@ def missing() -> str | None:
     if shutil.which("mysql") is None and shutil.which("mariadb") is None:
         return "no mysql client (Debian package 'mariadb-client')"
     host, port, _, _ = mysql_target()
+    if not _reachable(host, port) and not own_mariadb_possible():
+        return (f"no MariaDB/MySQL on {host}:{port} (set PIPELINE_TEST_MYSQL=user:password@host:port) "
+                "and no mariadbd to start one (Debian package 'mariadb-server')")
+    return None
+
+
+def _reachable(host: str, port: int) -> bool:
     try:
         socket.create_connection((host, port), timeout=2).close()
+        return True
     except OSError:
-        return f"no MariaDB/MySQL on {host}:{port} (set PIPELINE_TEST_MYSQL=user:password@host:port)"
-    return None
+        return False
+
+
+def own_mariadb_possible() -> bool:
+    return ("PIPELINE_TEST_MYSQL" not in os.environ and shutil.which("mariadb-install-db") is not None
+            and (shutil.which("mariadbd") or Path("/usr/sbin/mariadbd").exists()))
+
+
+class OwnMariaDB:
+    """A throwaway MariaDB in ``workdir`` on a free port (root, no password), for machines without one running."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = Path(workdir)
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> tuple[str, int, str, str]:
+        data = self.dir / "data"
+        user = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses root unless told
+        subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", *user,
+                        "--auth-root-authentication-method=normal", "--skip-test-db"],
+                       check=True, capture_output=True, timeout=120)
+        mariadbd = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+        log = open(self.dir / "mariadbd.log", "ab")
+        self.proc = subprocess.Popen([mariadbd, "--no-defaults", f"--datadir={data}", f"--socket={self.dir}/mysqld.sock",
+                                      f"--port={self.port}", "--bind-address=127.0.0.1", "--skip-log-bin",
+                                      f"--pid-file={self.dir}/mariadbd.pid", *user], stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while not _reachable("127.0.0.1", self.port):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mariadbd did not start: {(self.dir / 'mariadbd.log').read_text(errors='replace')[-500:]}")
+            time.sleep(0.1)
+        return "127.0.0.1", self.port, "root", ""
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()  # SIGTERM: a clean shutdown
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self.proc = None
 
 
 BOOTSTRAP = r"""<?php
@@ -191,11 +242,13 @@ class WordPressSite:
         self.unfiltered_html: dict[str, bool] = {}
         self.proc: subprocess.Popen | None = None
         self._db_created = False
+        self.mysql = mysql_target()
+        self.own_db: OwnMariaDB | None = None
 
     # --- MariaDB ------------------------------------------------------------
 
     def _sql(self, statement: str) -> None:
-        host, port, user, password = mysql_target()
+        host, port, user, password = self.mysql
         client = shutil.which("mariadb") or shutil.which("mysql")
         env = {**os.environ, "MYSQL_PWD": password}
         subprocess.run([client, f"-h{host}", f"-P{port}", f"-u{user}", "-e", statement], check=True, env=env,
@@ -205,7 +258,11 @@ class WordPressSite:
 
     def start(self) -> "WordPressSite":
         self.dir.mkdir(parents=True, exist_ok=True)
-        host, port, _, _ = mysql_target()
+        if not _reachable(*self.mysql[:2]) and own_mariadb_possible():
+            self.own_db = OwnMariaDB(self.dir / "mariadb")
+            self.own_db.dir.mkdir()
+            self.mysql = self.own_db.start()
+        host, port, _, _ = self.mysql
         self._sql(f"CREATE DATABASE `{self.db_name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci; "
                   f"CREATE USER '{self.db_name}'@'%' IDENTIFIED BY '{self.db_password}'; "
                   f"GRANT ALL PRIVILEGES ON `{self.db_name}`.* TO '{self.db_name}'@'%'; "
@@ -266,6 +323,8 @@ class WordPressSite:
             self._sql(f"DROP DATABASE IF EXISTS `{self.db_name}`; DROP USER IF EXISTS '{self.db_name}'@'%'; "
                       f"DROP USER IF EXISTS '{self.db_name}'@'localhost';")
             self._db_created = False
+        if self.own_db is not None:
+            self.own_db.stop()
 
     # --- knobs --------------------------------------------------------------
 

@@ -44,8 +44,8 @@ class Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert json.loads(self.proc.stdout.readline()) == {"ready": True}
 
-    def publish(self, config: Path, run_id: str, article_id: int, env: dict[str, str]) -> dict:
-        request = {"config": str(config), "run_id": run_id, "article_id": article_id, "env": env}
+    def publish(self, config: Path, run_id: str, article_id: int | None, env: dict[str, str], call: str = "publish") -> dict:
+        request = {"config": str(config), "run_id": run_id, "article_id": article_id, "env": env, "call": call}
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         return json.loads(self.proc.stdout.readline())
@@ -203,3 +203,112 @@ def test_recover_pending_settles_what_dead_runs_left(tmp_path, target, worker, p
 def _article_of(ctx) -> int:
     with ctx.ledger.read() as s:
         return s.exec(select(Publication).where(Publication.run_id == ctx.run_id)).one().article_id
+
+
+# --- reconciliation: what crashed and interrupted runs left unregistered (issue 9 item 7, issue 14 item 5) ---
+
+
+def _registrations(ctx) -> list[tuple[int, str, str]]:
+    from pipeline.models import Registration
+
+    with ctx.ledger.read() as s:
+        return [(r.publication_id, r.run_id, r.registration_no) for r in s.exec(select(Registration)).all()]
+
+
+def _recorder():
+    from test_daemon import Recorder
+
+    return Recorder()
+
+
+@pytest.mark.parametrize("ending", ["crashed", "interrupted"])
+def test_reconciliation_registers_what_an_unfinished_run_published_exactly_once(tmp_path, worker, platform_for, ending):
+    """Crashed (kill -9 after the platform call) or interrupted (SIGTERM after publish, before register): the post
+    is live, the ledger row verified or pending, the register incomplete. The next run completes it, once."""
+    from pipeline import daemon
+    from pipeline.reconcile import reconciliations
+    from pipeline.reports import daily_summary, render_daily
+
+    server = platform_for("wordpress")
+    rec = _recorder()
+    try:
+        config = write_config(tmp_path, "wordpress", server, extra=f'\n[alerts]\nwebhook_url = "{rec.base}/hook"\n')
+        if ending == "crashed":
+            dead, _ = _crash(worker, config, "wordpress", server, "\nA.")  # pending, post on the platform
+        else:
+            dead = new_context(config)
+            assert publish.fn(dead, add_article(dead, "\nA.").id)["verified"]
+        dead.ledger.finish_run(dead.run_id, ending, 130 if ending == "interrupted" else None, "stopped")
+        assert _registrations(dead) == []
+
+        # The next run reconciles first: the registration, then one alert.
+        nxt = new_context(config)
+        reply = worker.publish(config, nxt.run_id, None, secret_env("wordpress", server), call="reconcile")
+        assert reply["exit"] == 0 and len(reply["result"]) == 1
+        assert len(rec.hits) == 1
+        [(pub_id, run_id, number)] = _registrations(dead)
+        assert run_id == dead.run_id and number.startswith("CT-")
+        text = rec.hits[0][1]["text"]
+        assert dead.run_id in text and number in text and "reconciled" in text and ending in text
+
+        # Nothing twice: another reconciliation registers nothing and alerts nothing.
+        again = new_context(config)
+        assert worker.publish(config, again.run_id, None, secret_env("wordpress", server), call="reconcile")["result"] == []
+        assert len(_registrations(dead)) == 1 and len(rec.hits) == 1
+        assert server.stats()["posts"] == 1 and server.stats()["duplicates"] == 0
+
+        # The dead run's facts now include the registration, recorded as done by reconciliation.
+        [fact] = [f for f in dead.ledger.facts(dead.run_id) if f.capability == "register"]
+        assert fact.value == number and fact.result["reconciled_by"] == nxt.run_id
+
+        # Status and the daily report show it.
+        [row] = daemon.status(dead.cfg)
+        assert [r["registration_no"] for r in row["reconciled_today"]] == [number] and row["awaiting_registration"] == []
+        summary = daily_summary(dead.ledger, utcnow().date(), "UTC")
+        assert [r["registration_no"] for r in summary["reconciled"]] == [number]
+        assert f"registered as {number} by run {nxt.run_id}" in render_daily(summary)
+        assert len(reconciliations(dead.ledger)) == 1
+    finally:
+        rec.server.shutdown()
+
+
+def test_reconciliation_killed_between_its_commit_and_its_alert_alerts_on_the_next_run(tmp_path, worker, platform_for):
+    server = platform_for("wordpress")
+    rec = _recorder()
+    try:
+        config = write_config(tmp_path, "wordpress", server, extra=f'\n[alerts]\nwebhook_url = "{rec.base}/hook"\n')
+        dead = new_context(config)
+        assert publish.fn(dead, add_article(dead, "\nB.").id)["verified"]
+        dead.ledger.finish_run(dead.run_id, "interrupted", 130, "SIGTERM")
+        nxt = new_context(config)
+        armed = {**secret_env("wordpress", server), "PIPELINE_FAULT": "crash_after_reconcile_commit"}
+        assert worker.publish(config, nxt.run_id, None, armed, call="reconcile")["exit"] == 137
+        [(_, _, number)] = _registrations(dead)  # committed before the kill
+        assert rec.hits == []  # the alert never went out
+        from pipeline import daemon
+
+        [row] = daemon.status(dead.cfg)
+        assert row["reconciled_today"][0]["registration_no"] == number
+        after = new_context(config)
+        assert worker.publish(config, after.run_id, None, secret_env("wordpress", server), call="reconcile")["result"] == []
+        assert len(_registrations(dead)) == 1  # not registered twice
+        assert len(rec.hits) == 1 and number in rec.hits[0][1]["text"]  # the lost alert, sent now
+        assert worker.publish(config, after.run_id, None, secret_env("wordpress", server), call="reconcile")["result"] == []
+        assert len(rec.hits) == 1
+    finally:
+        rec.server.shutdown()
+
+
+def test_awaiting_registration_is_shown_until_a_run_reconciles(tmp_path, platform_for):
+    from pipeline import daemon
+    from pipeline.reports import daily_summary, render_daily
+
+    server = platform_for("wordpress")
+    config = write_config(tmp_path, "wordpress", server)
+    dead = new_context(config)
+    result = publish.fn(dead, add_article(dead, "\nC.").id)
+    dead.ledger.finish_run(dead.run_id, "crashed", None, "killed")
+    [row] = daemon.status(dead.cfg)
+    assert [r["url"] for r in row["awaiting_registration"]] == [result["url"]]
+    text = render_daily(daily_summary(dead.ledger, utcnow().date(), "UTC"))
+    assert "## Awaiting registration" in text and result["url"] in text
