@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from . import shutdown
+from .locks import lost_lock
 from .config import AgentConfig
 from .errors import AgentHallucinationError, AgentIncompleteError, RunInterrupted
 from .guard import Guard, Review
@@ -58,6 +59,8 @@ class AgentLoop:
         for _ in range(self.cfg.max_turns):
             if shutdown.requested():  # between steps: whatever ran last is committed
                 raise RunInterrupted("stop requested; stopped between two steps")
+            if why := lost_lock():  # another host may now run this channel: never alongside it
+                raise RunInterrupted(f"{why}; stopped between two steps")
             reply = self._constrained_turn(messages) if escalated else ctx.llm.complete(messages, tools=self.toolbox.schemas())
             turn = ledger.add_turn(
                 run_id, "assistant", reply.text,

@@ -171,15 +171,44 @@ def daemon(config: ConfigOpt = None, verbose: Annotated[bool, typer.Option("--ve
 
 
 @app.command()
+def worker(config: ConfigOpt = None,
+           concurrency: Annotated[int, typer.Option("--concurrency", min=0, help="Worker processes (default: [engine] concurrency).")] = -1,
+           verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    """A Celery worker that runs the ticks `pipeline daemon` queues ([engine] kind = "celery")."""
+    from .celery_engine import worker_main
+
+    _setup_logging(verbose)
+    with _clean_errors():
+        cfg = config_mod.load(config)
+        if cfg.engine.kind != "celery":
+            raise config_mod.ConfigError('[engine] kind is "local": runs happen in `pipeline run`/`pipeline daemon`; '
+                                         'set kind = "celery" to use workers')
+        path = str(config_mod.resolve_path(config).resolve())
+        worker_main(path, cfg.engine.concurrency if concurrency < 0 else concurrency, "INFO" if verbose else "WARNING")
+
+
+@app.command()
 def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Per channel: next run, last outcome and age, publications today. Exit 1 if a channel failed or is overdue."""
+    from .daemon import engine_status
     from .daemon import status as channel_status
 
     with _clean_errors():
-        rows = channel_status(config_mod.load(config))
+        cfg = config_mod.load(config)
+        rows = channel_status(cfg)
+        engine = engine_status(cfg) if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres") else None
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"channels": rows, "engine": engine} if engine else rows, indent=2, default=str) + "\n")
     else:
+        if engine:
+            parts = [f"engine {engine['engine']}"]
+            if "scheduler_leader" in engine:
+                parts.append(f"scheduler lead: {engine['scheduler_leader'] or 'none (no daemon running)'}")
+            if "workers" in engine:
+                parts.append(f"workers seen: {len(engine['workers'])}, queued ticks: {engine['queue_depth']}")
+            if "broker_error" in engine:
+                parts.append(f"broker unreachable: {engine['broker_error']}")
+            out.print(" · ".join(parts), highlight=False, markup=False)
         table = Table(show_edge=False)
         for col in ("channel", "schedule", "next run", "last run", "status", "age", "published today", "health"):
             table.add_column(col)

@@ -228,6 +228,39 @@ class DaemonConfig(_Section):
     workers: int = Field(0, ge=0, le=256)
     # `pipeline status` calls a channel overdue when its last tick is this old and no run started for it.
     overdue_after_s: int = Field(900, ge=0)
+    # With a PostgreSQL ledger, several daemons may run: one leads, the others stand by and try to
+    # take the lead this often (seconds). A standby takes over within about this after the leader dies.
+    standby_poll_s: float = Field(5.0, gt=0)
+
+
+class EngineConfig(_Section):
+    # "local": a run executes in the process that starts it (`pipeline run`, the daemon's pool).
+    # "celery": `pipeline daemon` only schedules; each due tick is a Celery task that `pipeline worker` runs.
+    kind: Literal["local", "celery"] = "local"
+    # Redis (default) or RabbitMQ (amqp://guest:guest@127.0.0.1:5672//). broker_url_env names a variable
+    # holding the URL instead, to keep credentials out of the file.
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    broker_url_env: str = ""
+    queue: str = "pipeline"
+    # Redis: a delivered task not acknowledged within this is given to another worker; it must exceed
+    # the longest run (RabbitMQ redelivers when the worker's connection closes instead).
+    visibility_timeout_s: int = Field(3600, ge=10)
+    # A queued tick that no worker has claimed after this is queued again (a broker that lost it on a
+    # restart, e.g. Redis without persistence); a duplicate is harmless, the run claims its tick once.
+    resend_after_s: int = Field(120, ge=5)
+    # A task whose ledger could not be reached is retried with exponential backoff, at most this often.
+    max_retries: int = Field(5, ge=0, le=50)
+    # Worker processes of `pipeline worker` (each loads the model and the ledger once); 0: one per core,
+    # or 1 when the model is local (it needs every core).
+    concurrency: int = Field(0, ge=0, le=256)
+
+    def broker(self) -> str:
+        if self.broker_url_env:
+            value = os.environ.get(self.broker_url_env, "")
+            if not value:
+                raise ConfigError(f"[engine] broker_url_env: ${self.broker_url_env} is not set")
+            return value
+        return self.broker_url
 
 
 class AlertsConfig(_Section):
@@ -254,6 +287,7 @@ class Config(_Section):
     claims: dict[str, list[str]] = Field(default_factory=dict)
     report: ReportConfig = Field(default_factory=ReportConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     channels: list[ChannelConfig] = Field(default_factory=list)
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from . import config as config_mod
 from . import shutdown
 from .alerts import Alerter
-from .errors import ChannelLocked, PipelineError
+from .errors import ChannelLocked, PipelineError, TickAlreadyRun
 from .locks import hold
 from .scheduling import make_trigger
 
@@ -75,8 +75,22 @@ def _ledger_for(cfg):
         return _ledgers[cfg.ledger_url]
 
 
-def run_channel(config_path: str, channel: str) -> int:
-    """The scheduled job. Module-level so the job store can reference it by name."""
+def due_tick(cfg, now: datetime | None = None) -> datetime | None:
+    """The firing a job started now serves: the channel's latest fire time at or before now."""
+    from datetime import timezone
+
+    from .scheduling import previous_fire
+
+    chan = cfg.channel
+    return previous_fire(make_trigger(chan.cron, chan.timezone), now or datetime.now(timezone.utc))
+
+
+def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
+    """The scheduled job. Module-level so the job store can reference it by name.
+
+    ``tick`` (ISO time): the firing to serve; by default the one due now. The run claims it
+    in the ledger, so the same firing never runs twice, whichever scheduler fired it.
+    """
     from .runner import run_once
 
     try:
@@ -84,14 +98,15 @@ def run_channel(config_path: str, channel: str) -> int:
     except PipelineError as exc:
         log.error("channel %s: config error, run skipped: %s", channel, exc)
         return int(exc.exit_code)
+    when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
 
     def track(event: str, **data) -> None:
         if event == "start":
             _active.add(data["run_id"])
 
     try:
-        outcome = run_once(cfg, notify=track, llm=_model_for(cfg), ledger=_ledger_for(cfg))
-    except ChannelLocked as exc:
+        outcome = run_once(cfg, notify=track, llm=_model_for(cfg), ledger=_ledger_for(cfg), tick=when)
+    except (ChannelLocked, TickAlreadyRun) as exc:
         log.warning("channel %s: %s", channel, exc)
         return int(exc.exit_code)
     except PipelineError as exc:
@@ -101,6 +116,56 @@ def run_channel(config_path: str, channel: str) -> int:
     _active.discard(outcome.run_id)
     log.info("channel %s: run %s %s (exit %d)", channel, outcome.run_id, outcome.status, outcome.exit_code)
     return outcome.exit_code
+
+
+def dispatch_channel(config_path: str, channel: str, tick: str | None = None) -> int:
+    """The scheduled job with ``[engine] kind = "celery"``: queue the due firing for a worker."""
+    from .celery_engine import make_app, send_tick
+
+    cfg = config_mod.load(config_path).for_channel(channel)
+    when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
+    if when is not None:
+        send_tick(_celery_app(cfg), cfg, channel, when)
+        with _models_lock:
+            _queued[(channel, when)] = time.monotonic()
+        log.info("channel %s: tick %s queued", channel, when.isoformat())
+    return 0
+
+
+# Ticks this daemon queued and no worker has claimed yet: channel, tick -> when last sent.
+_queued: dict[tuple[str, datetime], float] = {}
+
+
+def resend_unclaimed(config_path: str) -> int:
+    """Queue again the ticks no worker claimed within ``resend_after_s`` (a broker restart may have lost them)."""
+    cfg = config_mod.load(config_path)
+    ledger = _ledger_for(cfg)
+    with _models_lock:
+        pending = list(_queued.items())
+    resent = 0
+    for (channel, tick), sent in pending:
+        if ledger.tick_state(channel, tick) is not None:  # claimed or done: delivered
+            with _models_lock:
+                _queued.pop((channel, tick), None)
+        elif time.monotonic() - sent >= cfg.engine.resend_after_s:
+            log.warning("channel %s: tick %s not claimed %d s after it was queued; queuing it again",
+                        channel, tick.isoformat(), cfg.engine.resend_after_s)
+            dispatch_channel(config_path, channel, tick.isoformat())
+            resent += 1
+    return resent
+
+
+_apps: dict[str, object] = {}
+
+
+def _celery_app(cfg):
+    from .celery_engine import make_app
+
+    with _models_lock:
+        key = cfg.engine.broker()
+        if key not in _apps:
+            _apps[key] = make_app(cfg)
+        return _apps[key]
 
 
 def _worker_init() -> None:
@@ -187,16 +252,24 @@ def _mark_interrupted(cfg) -> None:
             ledger.finish_run(run.id, "interrupted", 130, "daemon forced to exit by a second signal")
 
 
-def build_scheduler(cfg, config_path: str):
-    """A paused scheduler with one job per channel; call ``resume()`` to start firing."""
+def build_scheduler(cfg, config_path: str, *, durable: bool = True):
+    """A paused scheduler with one job per channel; call ``resume()`` to start firing.
+
+    ``durable``: keep jobs in a SQLite job store in ``state_dir`` (one daemon per host). Highly
+    available daemons (PostgreSQL ledger) keep them in memory instead: APScheduler forbids sharing
+    a job store between live schedulers, and their missed ticks are found in the ledger's ticks.
+    """
     from apscheduler.events import EVENT_JOB_MISSED
+    from apscheduler.jobstores.memory import MemoryJobStore
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
     from apscheduler.schedulers.background import BackgroundScheduler
 
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     names = cfg.channel_names()
+    job_fn = dispatch_channel if cfg.engine.kind == "celery" else run_channel
+    store = SQLAlchemyJobStore(url=f"sqlite:///{cfg.state_dir / JOBSTORE_FILE}") if durable else MemoryJobStore()
     scheduler = BackgroundScheduler(
-        jobstores={"default": SQLAlchemyJobStore(url=f"sqlite:///{cfg.state_dir / JOBSTORE_FILE}")},
+        jobstores={"default": store},
         executors={"default": _executor(cfg)},
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": cfg.daemon.misfire_grace_time_s},
     )
@@ -218,37 +291,130 @@ def build_scheduler(cfg, config_path: str):
         keep = {}
         if existing is not None and repr(existing.trigger) == repr(trigger) and existing.next_run_time is not None:
             keep["next_run_time"] = existing.next_run_time  # keeps missed ticks visible to coalescing
-        scheduler.add_job(run_channel, trigger, args=[config_path, name], id=job_id, name=name,
+        scheduler.add_job(job_fn, trigger, args=[config_path, name], id=job_id, name=name,
                           replace_existing=True, **keep)
     for job in scheduler.get_jobs():
         if job.id not in wanted:
             job.remove()
+    if cfg.engine.kind == "celery":
+        scheduler.add_job(resend_unclaimed, "interval", args=[config_path], id="resend-unclaimed", name="resend",
+                          seconds=max(1, cfg.engine.resend_after_s // 4), replace_existing=True)
     return scheduler
 
 
-def serve(config_path: str, ready: threading.Event | None = None) -> int:
-    """Run until a signal. Returns the exit code (0 after a graceful stop)."""
+def catch_up(cfg, config_path: str, scheduler, now: datetime | None = None) -> list[tuple[str, datetime]]:
+    """On taking the lead: each channel's latest firing that nobody completed, run (or queued) once.
+
+    Only channels with a tick in the ledger count (they were being scheduled), and only
+    firings within ``misfire_grace_time_s``; the run's claim on the tick keeps it to once.
+    """
+    from datetime import timedelta, timezone
+
+    from sqlmodel import select
+
+    from .models import Tick
+
+    now = now or datetime.now(timezone.utc)
+    ledger = _ledger_for(cfg)
+    job = dispatch_channel if cfg.engine.kind == "celery" else run_channel
+    due = []
+    for name in cfg.channel_names():
+        with ledger.read() as s:
+            known = s.exec(select(Tick.id).where(Tick.channel == name).limit(1)).first()
+        tick = due_tick(cfg.for_channel(name), now)
+        if known is None or tick is None or now - tick > timedelta(seconds=cfg.daemon.misfire_grace_time_s):
+            continue
+        if ledger.tick_state(name, tick) != "done":
+            scheduler.add_job(job, args=[config_path, name, tick.isoformat()], id=f"catch-up:{name}", name=name,
+                              replace_existing=True)
+            due.append((name, tick))
+            log.warning("channel %s: catching up the %s tick", name, tick.isoformat())
+    return due
+
+
+def _leadership(cfg, stopped: threading.Event):
+    """The right to schedule: a flock on this host's job store, or with PostgreSQL the cluster-wide lead.
+
+    With PostgreSQL, every daemon but one stands by, trying for the lead every ``standby_poll_s``;
+    the server releases it when the leader's session ends (the leader died), so a standby takes
+    over within about that interval.
+    """
+    from contextlib import ExitStack, contextmanager
+
+    from .locks import pg_hold
+
+    if not cfg.ledger_url.startswith("postgres"):
+        return hold(cfg.state_dir / "daemon.lock", "the daemon's job store")
+
+    @contextmanager
+    def lead():
+        logged = False
+        while not stopped.is_set():
+            with ExitStack() as stack:
+                try:
+                    conn = stack.enter_context(pg_hold(cfg.ledger_url, "scheduler", "the scheduler's lead"))
+                except ChannelLocked as exc:
+                    if not logged:
+                        log.warning("standing by: %s", str(exc).removeprefix("skipped: "))
+                        logged = True
+                    stopped.wait(cfg.daemon.standby_poll_s)
+                    continue
+                log.warning("leading: this daemon schedules every channel")
+                yield conn
+                return
+        yield None  # stopped while standing by
+
+    return lead()
+
+
+def _watch_lead(conn, cfg, stopped: threading.Event, lost: threading.Event) -> None:
+    """A leader whose session died (server restart, network) may have lost the lead: stop scheduling."""
+    while not stopped.wait(cfg.daemon.standby_poll_s):
+        try:
+            conn.execute("SELECT 1")
+        except Exception as exc:  # any failure of the session means the lock may be gone
+            log.error("lost the scheduler's lead (%s): stopping", exc)
+            lost.set()
+            stopped.set()
+            return
+
+
+def serve(config_path: str, ready: threading.Event | None = None, standing_by: threading.Event | None = None) -> int:
+    """Run until a signal. Returns the exit code (0 after a graceful stop, 1 if the lead was lost)."""
     cfg = config_mod.load(config_path)
     path = str(Path(config_path).resolve())
     os.environ["PIPELINE_DAEMON_CONFIG"] = path  # read by worker processes on a forced exit
-    with hold(cfg.state_dir / "daemon.lock", "the daemon's job store"):
-        scheduler = build_scheduler(cfg, path)
-        stopped = threading.Event()
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    ha = cfg.ledger_url.startswith("postgres")
+    stopped, lost = threading.Event(), threading.Event()
+    scheduler = None
 
-        def first() -> None:
+    def first() -> None:
+        if scheduler is not None:
             _signal_workers(scheduler)
-            stopped.set()
+        stopped.set()
 
-        def force() -> None:
-            _signal_workers(scheduler)  # their second signal: they mark their runs interrupted and exit
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline and any(_alive(pid) for pid in _workers(scheduler)):
-                time.sleep(0.05)
-            _mark_interrupted(cfg)
+    def force() -> None:
+        if scheduler is None:
+            return
+        _signal_workers(scheduler)  # their second signal: they mark their runs interrupted and exit
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(_alive(pid) for pid in _workers(scheduler)):
+            time.sleep(0.05)
+        _mark_interrupted(cfg)
 
-        shutdown.install(on_first=first, on_force=force)
-        if cfg.daemon.executor == "process":
+    shutdown.install(on_first=first, on_force=force)
+    if standing_by:
+        standing_by.set()
+    with _leadership(cfg, stopped) as lead:
+        if stopped.is_set():
+            return 0
+        scheduler = build_scheduler(cfg, path, durable=not ha)
+        if cfg.daemon.executor == "process" and cfg.engine.kind == "local":
             warm(scheduler)
+        if ha:
+            catch_up(cfg, path, scheduler)
+            threading.Thread(target=_watch_lead, args=(lead, cfg, stopped, lost), daemon=True).start()
         scheduler.resume()
         for job in scheduler.get_jobs():
             log.warning("channel %s: next run %s", job.name, job.next_run_time)
@@ -257,7 +423,7 @@ def serve(config_path: str, ready: threading.Event | None = None) -> int:
         stopped.wait()
         log.warning("stopping: waiting for runs in progress to reach the end of their step")
         scheduler.shutdown(wait=True)
-    return 0
+    return 1 if lost.is_set() else 0
 
 
 def status(cfg, now: datetime | None = None) -> list[dict]:
@@ -311,6 +477,34 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
             "awaiting_review": reviews,
         })
     return rows
+
+
+def engine_status(cfg) -> dict:
+    """Who schedules and who runs: the leading daemon (PostgreSQL), Celery workers seen and queue depth."""
+    info: dict = {"engine": cfg.engine.kind}
+    if cfg.ledger_url.startswith("postgres"):
+        import psycopg
+
+        from .locks import advisory_key, pg_conninfo
+
+        key = advisory_key("scheduler")
+        with psycopg.connect(pg_conninfo(cfg.ledger_url), autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
+                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+        info["scheduler_leader"] = None if row is None else f"{row[0]} from {row[1] or 'local socket'}"
+    if cfg.engine.kind == "celery":
+        from .celery_engine import make_app, queue_depth, workers_seen
+
+        app = make_app(cfg)
+        try:
+            info["workers"] = workers_seen(app)
+            info["queue_depth"] = queue_depth(app, cfg.engine.queue)
+        except Exception as exc:  # the broker is down: say so, don't fail status
+            info["broker_error"] = f"{type(exc).__name__}: {exc}"
+    return info
 
 
 def _aware(t: datetime) -> datetime:

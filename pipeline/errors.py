@@ -12,6 +12,7 @@ Errors split by *who must fix them*, as smolagents does:
      │                                  of attempts ([publish] max_failed_attempts /
      │                                  unavailable_after_s): publish stops calling it
      ├── ChannelLocked                another process is running this channel          → exit 75
+     ├── TickAlreadyRun               a scheduled tick that already has its run        → exit 0
      ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
      ├── RunFailed                    the run ended without the business facts it needs
      │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
@@ -91,6 +92,15 @@ class PlatformUnavailableError(OperatorError):
     """The platform kept failing (refused, timed out, 5xx) until the run's budget of attempts ran out."""
 
     exit_code = ExitCode.PLATFORM_UNAVAILABLE
+
+
+class TickAlreadyRun(PipelineError):
+    """Raised before a run starts when its scheduled tick already completed (a duplicate or redelivered task).
+
+    Not a failure: the tick's one run happened; this delivery has nothing to do.
+    """
+
+    exit_code = ExitCode.DONE
 
 
 class ChannelLocked(PipelineError):

@@ -17,7 +17,9 @@ they recorded. Nothing the model wrote can add to it.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,8 +35,8 @@ from sqlalchemy.orm import make_transient
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from . import migrations, models
-from .errors import LedgerError
-from .models import Claim, Execution, GuardEvent, Run, Turn, utcnow
+from .errors import LedgerError, TickAlreadyRun
+from .models import Claim, Execution, GuardEvent, Run, Tick, Turn, utcnow
 
 # The value of each capability's result that a claim can quote.
 FACT_VALUE_KEYS = {
@@ -78,6 +80,10 @@ def _safe_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # not a URL SQLAlchemy can parse: the message says so anyway
         return url
+
+
+def _me() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -137,6 +143,9 @@ class Ledger:
             kwargs: dict[str, Any] = {}
             if self.is_sqlite:
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
+            else:
+                # A server connection can die under us (restart, pg_terminate_backend): test it at checkout.
+                kwargs["pool_pre_ping"] = True
             self.engine: Engine = create_engine(url, **kwargs)
             if self.is_sqlite:
                 event.listen(self.engine, "connect", _sqlite_pragmas(busy_timeout_ms))
@@ -207,18 +216,48 @@ class Ledger:
 
     # --- runs -------------------------------------------------------------
 
-    def start_run(self, model: str, channel: str = "default", guard_enabled: bool = True) -> Run:
+    def start_run(self, model: str, channel: str = "default", guard_enabled: bool = True,
+                  tick: datetime | None = None) -> Run:
+        """A new run row; with ``tick``, the channel's scheduled firing it serves is claimed in the same transaction.
+
+        Raises TickAlreadyRun when that tick already completed. A tick still ``claimed`` belongs to a
+        run that died (the caller holds the channel lock, so no live run can hold it): claimed again.
+        """
         run = Run(id=new_run_id(), model=model, channel=channel, guard_enabled=guard_enabled)
         with self.write() as s:
             s.add(run)
+            if tick is not None:
+                s.flush()  # the run row first: the tick references it
+                self._claim_tick(s, channel, tick, run.id)
         return run
 
+    @staticmethod
+    def _claim_tick(s: Session, channel: str, tick: datetime, run_id: str) -> None:
+        row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
+        if row is not None and row.state == "done":
+            raise TickAlreadyRun(f"skipped: the {tick.isoformat()} tick of channel {channel} already ran ({row.run_id})")
+        if row is None:
+            row = Tick(channel=channel, scheduled_for=tick, run_id=run_id, claimed_by=_me())
+        else:
+            row.attempts, row.run_id, row.claimed_by, row.claimed_at = row.attempts + 1, run_id, _me(), utcnow()
+        s.add(row)
+
     def finish_run(self, run_id: str, status: str, exit_code: int, error: str | None = None) -> None:
+        """Record the run's outcome; the tick it served (if any) is done with it."""
         with self.write() as s:
             run = s.get(Run, run_id)
             run.status, run.exit_code, run.error = status, exit_code, error
             run.finished_at = utcnow()
             s.add(run)
+            for tick in s.exec(select(Tick).where(Tick.run_id == run_id, Tick.state == "claimed")):
+                tick.state, tick.finished_at = "done", run.finished_at
+                s.add(tick)
+
+    def tick_state(self, channel: str, tick: datetime) -> str | None:
+        """``claimed``, ``done``, or None when nobody claimed this firing yet."""
+        with self.read() as s:
+            row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
+            return row.state if row else None
 
     def mark_crashed(self, channel: str) -> list[str]:
         """Runs of ``channel`` left "running" by a dead process become "crashed". Call holding the channel lock."""

@@ -7,6 +7,7 @@ separate tables so each can be queried on its own:
           ├─ executions     every capability call: arguments, result or error, ok
           ├─ topics / articles / publications / registrations / reports
           │                 the business records capabilities create
+          ├─ ticks          scheduled firings, claimed once before their run starts
           ├─ claims         what the model *said* it did, with the guard's verdict
           └─ guard_events   each nudge or failure the guard decided on
 
@@ -193,6 +194,27 @@ class Claim(SQLModel, table=True):
     value: str | None = None
     status: str  # verified | unbacked | mismatch
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Tick(SQLModel, table=True):
+    """One scheduled firing of a channel, claimed before its run starts: at most one completed run each.
+
+    A duplicated message, a redelivery after a worker died, or two schedulers firing the same
+    tick all meet this row. ``claimed`` with a dead run is claimed again (``attempts`` + 1) by
+    whoever next holds the channel's lock; ``done`` is final.
+    """
+
+    __tablename__ = "ticks"
+    __table_args__ = (UniqueConstraint("channel", "scheduled_for"),)
+    id: int | None = Field(default=None, primary_key=True)
+    channel: str
+    scheduled_for: datetime
+    state: str = "claimed"  # claimed | done
+    attempts: int = 1
+    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True)
+    claimed_by: str | None = None  # host:pid of the process that claimed it last
+    claimed_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
 
 
 class GuardEvent(SQLModel, table=True):

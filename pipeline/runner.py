@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import traceback
 from dataclasses import dataclass
+from datetime import datetime
 
 from . import shutdown
 from .agent import AgentLoop, Notify
@@ -70,20 +71,21 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
 
 def run_once(cfg: Config, notify: Notify | None = None, llm: ChatModel | None = None,
              ledger: Ledger | None = None, prompts: Prompts | None = None, lock_held: bool = False,
-             dry_run: bool = False) -> RunOutcome:
+             dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
     """One run of ``cfg.channel``. Raises ChannelLocked (exit 75) before touching anything if it is running elsewhere.
 
     ``lock_held``: the caller already holds the channel lock (the CLI takes it before heavy imports).
     ``dry_run``: everything but the platform call; publish writes the would-be post to the preview directory.
+    ``tick``: the scheduled firing this run serves (daemon, worker); TickAlreadyRun if it already ran.
     """
     if lock_held:
-        return _locked_run(cfg, notify, llm, ledger, prompts, dry_run)
+        return _locked_run(cfg, notify, llm, ledger, prompts, dry_run, tick)
     with channel_lock(cfg, cfg.channel.name):
-        return _locked_run(cfg, notify, llm, ledger, prompts, dry_run)
+        return _locked_run(cfg, notify, llm, ledger, prompts, dry_run, tick)
 
 
 def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledger: Ledger | None,
-                prompts: Prompts | None, dry_run: bool = False) -> RunOutcome:
+                prompts: Prompts | None, dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
     from .reconcile import reconcile
 
     channel = cfg.channel.name
@@ -93,12 +95,13 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     alerter = Alerter(cfg.alerts)
     # We hold this channel's lock, so a run of it still marked "running" died without a word
-    # (kill -9, power loss). Say so; the run below first settles what it may have left.
+    # (kill -9, power loss). Say so; the run below first settles what it may have left (reconcile).
+    # (On PostgreSQL the lock lives on the ledger's server, so it proves the same for other hosts.)
     for run_id in ledger.mark_crashed(channel):
         alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     tools = toolbox()
-    run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard)
+    run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick)
     alerter.started()
     ctx = RunContext(run.id, cfg, ledger, llm, prompts, dry_run=dry_run)
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names)
@@ -110,10 +113,9 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
             raise RunInterrupted("stop requested before the run began")
         # Before anything can publish again: settle what crashed runs left on the platform (a
         # crash-restart never publishes twice) and register what crashed or interrupted runs
-        # published but never registered. (SQLite is one host; a shared database may hold another
-        # host's live run, so there it waits recover_after_min.) Wrong credentials end the run: exit 2.
-        reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id,
-                  older_than_min=0 if ledger.is_sqlite else None)
+        # published but never registered. We hold the channel's lock (on PostgreSQL an advisory lock
+        # on the ledger's server), so no run of this channel is live anywhere. Wrong credentials: exit 2.
+        reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id, older_than_min=0)
         if shutdown.requested():
             raise RunInterrupted("stop requested before the run began")
         AgentLoop(ctx, tools, guard, cfg.agent, notify, channel).run()

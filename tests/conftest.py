@@ -103,6 +103,24 @@ def ledger_url(request, tmp_path):
             yield url
 
 
+def pytest_generate_tests(metafunc):
+    # A test module that sets LEDGER_BACKENDS = ("sqlite", "postgresql") runs each harness test on each.
+    backends = getattr(metafunc.module, "LEDGER_BACKENDS", None)
+    if backends and "ledger_backend" in metafunc.fixturenames:
+        metafunc.parametrize("ledger_backend", backends, indirect=True)
+
+
 @pytest.fixture
-def harness(tmp_path, fake_llm, monkeypatch) -> Harness:
-    return Harness(tmp_path, fake_llm, monkeypatch)
+def ledger_backend(request) -> str:
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def harness(tmp_path, fake_llm, monkeypatch, ledger_backend):
+    h = Harness(tmp_path, fake_llm, monkeypatch)
+    if ledger_backend == "postgresql":
+        with postgres_database() as url:
+            h.env["PIPELINE_LEDGER__URL"] = url
+            yield h
+    else:
+        yield h

@@ -44,3 +44,23 @@ def postgres_database() -> Iterator[str]:
             yield f"{base}/{name}"
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+REDIS_URL = os.environ.get("PIPELINE_TEST_REDIS", "redis://127.0.0.1:6379")
+RABBITMQ_URL = os.environ.get("PIPELINE_TEST_RABBITMQ", "amqp://guest:guest@127.0.0.1:5672//")
+
+
+def broker_url(kind: str) -> str:
+    """A reachable broker of ``kind`` (redis | rabbitmq), or skip/fail as ``missing`` says."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = REDIS_URL if kind == "redis" else RABBITMQ_URL
+    parts = urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=2).close()
+    except OSError as exc:
+        missing(f"{kind} at {parts.hostname}:{parts.port}", exc)
+    if kind == "redis":  # a database of its own per test session, so queues of parallel runs never mix
+        return f"{url}/{secrets.randbelow(14) + 1}"
+    return url

@@ -57,7 +57,7 @@ def _schema(url: str) -> dict:
 def _rows(path: Path) -> dict[str, list[tuple]]:
     conn = sqlite3.connect(path)
     try:
-        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in migrations.LEGACY_TABLES}
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in migrations.BASELINE_TABLES}
     finally:
         conn.close()
 

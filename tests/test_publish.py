@@ -22,6 +22,9 @@ from pipeline.tools import RunContext
 
 from fakellm import HUMANIZED
 
+# The guard and publishing read and write the ledger: run them on both backends.
+LEDGER_BACKENDS = ("sqlite", "postgresql")
+
 
 def make_ctx(tmp_path, **env):
     cfg = config.load(tmp_path / "none.toml" if False else None, environ={

@@ -34,10 +34,11 @@ BASELINE = "0001"
 _PG_LOCK_KEY = 0x6C6564676572
 
 SCRIPT_LOCATION = Path(__file__).parent
-# The tables 0.1.0 created (how a legacy ledger is recognised), then every table the revisions own.
-LEGACY_TABLES = ("runs", "turns", "executions", "topics", "articles", "publications",
-                 "registrations", "reports", "claims", "guard_events")
-LEDGER_TABLES = LEGACY_TABLES + ("platform_tokens", "reviews")
+# The tables 0.1.0 created: a database holding them without alembic_version is a 0.1.0 ledger.
+BASELINE_TABLES = ("runs", "turns", "executions", "topics", "articles", "publications",
+                   "registrations", "reports", "claims", "guard_events")
+# Every table the ledger owns today (schema checks ignore anything else in the database).
+LEDGER_TABLES = BASELINE_TABLES + ("ticks", "platform_tokens", "reviews")
 
 
 def stored_revision(conn: Connection) -> str | None:
@@ -192,9 +193,9 @@ def _has_legacy_tables(conn: Connection) -> bool:
     from sqlalchemy import inspect
 
     present = set(inspect(conn).get_table_names())
-    if not present & set(LEGACY_TABLES):
+    if not present & set(BASELINE_TABLES):
         return False
-    missing = [t for t in LEGACY_TABLES if t not in present]
+    missing = [t for t in BASELINE_TABLES if t not in present]
     if missing:
         raise LedgerError(f"the database has some ledger tables but not {', '.join(missing)}: not a ledger this program made")
     return True
