@@ -120,6 +120,16 @@ def test_a_token_expiring_mid_run_is_refreshed_once(tmp_path, wechat):
     assert cached.token == wechat.token.value
 
 
+def test_a_token_expiring_in_the_middle_of_one_publish(tmp_path, wechat):
+    """The token dies between the cover upload and draft/add: refreshed once, the publish carries on."""
+    wechat.expire_after = {"material/add_material"}
+    ctx = new_context(config(tmp_path, wechat))
+    assert publish.fn(ctx, add_article(ctx).id)["verified"]
+    stats = wechat.stats()
+    assert stats["errors"].get(42001) == 1 and stats["token_calls"] == 2 and stats["submits"] == 1
+    assert stats["forced_refreshes"] == 0 and wechat.counters.drafts == 1 and wechat.counters.materials == 1
+
+
 def test_a_token_superseded_elsewhere_answers_40001_and_is_replaced(tmp_path, wechat):
     ctx = new_context(config(tmp_path, wechat))
     publish.fn(ctx, add_article(ctx).id)
@@ -305,3 +315,18 @@ def test_a_run_ends_submitted_exit_9_and_the_next_run_registers_it(harness, wech
     assert [p.status for p in pubs] == ["verified", "verified"]
     assert set(regs) == {pubs[0].id, pubs[1].id}  # the first run's article registered by the second run
     assert wechat.stats()["submits"] == 2
+
+
+def test_a_lost_submit_whose_article_was_deleted_meanwhile_is_failed_not_resubmitted(tmp_path, wechat):
+    ctx = new_context(config(tmp_path, wechat, resubmit_after_min=0))
+    article = add_article(ctx)
+    publish.fn(ctx, article.id)
+    row = row_of(ctx)
+    wechat.remove(row.remote_id, 5)
+    with ctx.ledger.write() as s:  # as a crash between submit and recording its publish_id leaves it
+        lost = s.exec(select(Publication)).one()
+        lost.status, lost.publish_id, lost.url, lost.verification = "pending", None, None, "submitting"
+        s.add(lost)
+    with pytest.raises(PublicationFailed, match="deleted"):
+        publish.fn(ctx, article.id)
+    assert row_of(ctx).status == "failed" and wechat.stats()["submits"] == 1

@@ -20,7 +20,7 @@ freepublish/get, freepublish/batchget, the global error codes):
 Knobs: ``hold`` (tasks stay publishing until ``release()``), ``outcome``
 (the final status of the next tasks), ``expire_token()``, ``quota_spent``,
 ``ip_allowed``, ``busy_next(n)``, ``remove(article_id, status)``, ``late[route] = seconds``
-(the call is done, its answer comes too late).
+(the call is done, its answer comes too late), ``expire_after`` (routes after which the token expires).
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ class WeChat(Platform):
         self._ids = itertools.count(1)
         self.tokens_seen: list[str] = []
         self.late: dict[str, float] = {}  # route -> seconds: do the work, then answer that late (once)
+        self.expire_after: set[str] = set()  # routes after which the token expires (once each)
 
     # --- knobs ------------------------------------------------------------------
 
@@ -171,6 +172,9 @@ class WeChat(Platform):
             self._advance()
             reply = handler(req)
             delay = self.late.pop(route, 0.0)
+            if route in self.expire_after and self.token is not None:
+                self.expire_after.discard(route)
+                self.token.expires_at = time.time() - 1
         if delay:
             time.sleep(delay)  # the work is done; the client may have given up waiting for the answer
         return reply

@@ -57,7 +57,6 @@ import time
 import zlib
 from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -467,8 +466,9 @@ class WeChatPublisher:
         fail = f" (fail_idx {data['fail_idx']})" if data.get("fail_idx") else ""
         return status, url, (str(data["article_id"]) if data.get("article_id") else None), fail
 
-    def find_published(self, row: Publication, title: str) -> Published | None:
-        """The article a lost submit made: batchget's newest articles, matched by this row's cover and title."""
+    def find_published(self, row: Publication, title: str) -> tuple[Published, bool] | None:
+        """The article a lost submit made, and whether it was deleted since: batchget's newest articles,
+        matched by this row's cover (uploaded for this publication alone) and title."""
         if not row.cover_id:
             return None
         for page in range(BATCHGET_PAGES):
@@ -477,11 +477,9 @@ class WeChatPublisher:
             for item in items:
                 for news in (item.get("content") or {}).get("news_item") or []:
                     if news.get("thumb_media_id") == row.cover_id and news.get("title") == title[:64]:
-                        if news.get("is_deleted"):
-                            return Published(url=str(news.get("url") or ""), remote_id=str(item.get("article_id")),
-                                             key="deleted")
-                        return Published(url=str(news.get("url") or ""), remote_id=str(item.get("article_id")),
-                                         key=row.idempotency_key, content_hash=row.content_hash)
+                        found = Published(url=str(news.get("url") or ""), remote_id=str(item.get("article_id")),
+                                          key=row.idempotency_key, content_hash=row.content_hash)
+                        return found, bool(news.get("is_deleted"))
             if len(items) < 20 or (page + 1) * 20 >= int(data.get("total_count") or 0):
                 break
         return None
@@ -518,11 +516,12 @@ class WeChatPublisher:
 
     def _settle_lost_submit(self, row: Publication, article: Article, verify) -> Publication:
         """A submit whose publish_id was never recorded: adopt the article it made, or wait, or allow a resubmit."""
-        found = self.find_published(row, article.title)
-        if found is not None and found.key == "deleted":
-            return self._update(row.id, status="failed", remote_id=found.remote_id,
+        lookup = self.find_published(row, article.title)
+        if lookup is not None and lookup[1]:
+            return self._update(row.id, status="failed", remote_id=lookup[0].remote_id,
                                 verification=f"recovered after crash: the article was published, then {STATUS[5]}")
-        if found is not None:
+        if lookup is not None:
+            found = lookup[0]
             problem = verify(found)
             return self._update(row.id, status="unverified" if problem else "verified", url=found.url,
                                 remote_id=found.remote_id, verified_at=None if problem else utcnow(),
@@ -627,4 +626,3 @@ def from_config(cfg: Config) -> WeChatPublisher:
     return WeChatPublisher(cfg, appid=wc.appid, secret=secret, api_base=api_base)
 
 
-__all__ = ["WeChatPublisher", "TokenStore", "article_html", "cover_png", "from_config", "STATUS", "Path"]
