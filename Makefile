@@ -9,8 +9,8 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-packages bench lock clean migration
 
-# Debian packages of the real-WordPress test tier (tests/realwp.py; MariaDB itself is expected on
-# 127.0.0.1:3306, see PIPELINE_TEST_MYSQL). Installed by `make test` when running as root and missing;
+# Debian packages of the real-WordPress test tier (tests/realwp.py; it uses the MariaDB on 127.0.0.1:3306,
+# see PIPELINE_TEST_MYSQL, or starts its own when mariadb-server is installed). Installed by `make test` when running as root and missing;
 # without root (or without apt) nothing is installed and the tier skips with one line, unless
 # PIPELINE_REQUIRE_REAL_PLATFORMS=1 (CI), which makes it fail instead.
 WP_PACKAGES := wordpress wordpress-theme-twentytwentythree php-cli php-mysql php-curl php-xml php-mbstring mariadb-client

@@ -55,7 +55,28 @@ RESULTS = REPO / "bench" / "results" / "scaleout.json"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
 
+WORDS = ("cache queue index schema retry budget trace metric shard replica lock lease token cursor batch stream "
+         "backoff deadline quota tenant cohort feature rollout canary sidecar proxy gateway ledger audit cron webhook "
+         "parser lexer compiler linker kernel thread fiber socket buffer arena heap stack vector matrix tensor graph "
+         "planner optimizer vacuum checkpoint snapshot journal commit rebase branch tag release hotfix incident pager").split()
+
+
+def write_backlog(directory: Path, n: int) -> Path:
+    """n topics different enough that none counts as a repeat of another (the shipped backlog has 11)."""
+    import random
+
+    rng = random.Random(7)
+    titles: set[str] = set()
+    while len(titles) < n:
+        a, b, c = rng.sample(WORDS, 3)
+        titles.add(f"{a.capitalize()} meets {b}: notes on {c} number {len(titles)}")
+    path = directory / "topics.txt"
+    path.write_text("\n".join(sorted(titles)) + "\n", encoding="utf-8")
+    return path
+
+
 def write_config(directory: Path, api_base: str, ledger_url: str, broker: str, channels: int, extra: str = "") -> Path:
+    backlog = write_backlog(directory, channels + 50)
     chans = "".join(f'\n[[channels]]\nname = "c{i:03d}"\ncron = "0 9 * * *"\n' for i in range(channels))
     path = directory / "config.toml"
     path.write_text(f"""
@@ -69,7 +90,7 @@ timeout_s = 30
 [ledger]
 url = "{ledger_url}"
 [topic]
-backlog = "{REPO / 'topics.txt'}"
+backlog = "{backlog}"
 [publish.local]
 dir = "site"
 base_url = "http://127.0.0.1:8765"
@@ -130,6 +151,7 @@ def invariants(ledger: Ledger, site: Path) -> dict:
         "posts_on_site": len(list((site / "posts").glob("*.html"))) if (site / "posts").exists() else 0,
         "duplicate_registration_numbers": len(regs) - len(set(regs)),
         "statuses": {st: sum(r.status == st for r in runs) for st in sorted({r.status for r in runs})},
+        "errors": sorted({(r.error or "")[:160] for r in runs if r.status not in ("done", "crashed")})[:3],
     }
 
 

@@ -95,8 +95,9 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     alerter = Alerter(cfg.alerts)
     # We hold this channel's lock, so a run of it still marked "running" died without a word
-    # (kill -9, power loss). Say so; the run below first settles what it may have left (reconcile).
-    # (On PostgreSQL the lock lives on the ledger's server, so it proves the same for other hosts.)
+    # (kill -9, power loss). Say so; the run below first settles what it may have left. (On
+    # PostgreSQL the lock lives on the ledger's server, so it proves the same for runs started on
+    # other hosts.)
     for run_id in ledger.mark_crashed(channel):
         alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
@@ -113,8 +114,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
             raise RunInterrupted("stop requested before the run began")
         # Before anything can publish again: settle what crashed runs left on the platform (a
         # crash-restart never publishes twice) and register what crashed or interrupted runs
-        # published but never registered. We hold the channel's lock (on PostgreSQL an advisory lock
-        # on the ledger's server), so no run of this channel is live anywhere. Wrong credentials: exit 2.
+        # published but never registered. Wrong credentials end the run here: exit 2.
         reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id, older_than_min=0)
         if shutdown.requested():
             raise RunInterrupted("stop requested before the run began")

@@ -18,6 +18,12 @@ def ledger(tmp_path):
     return Ledger(f"sqlite:///{tmp_path}/ledger.db", busy_timeout_ms=300)
 
 
+@pytest.fixture
+def any_ledger(ledger_url):
+    """The same guarantees on every backend: SQLite and a real PostgreSQL."""
+    return Ledger(ledger_url, busy_timeout_ms=300)
+
+
 def test_sqlite_runs_in_wal_with_full_sync(ledger):
     with ledger.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
@@ -26,7 +32,8 @@ def test_sqlite_runs_in_wal_with_full_sync(ledger):
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
-def test_only_successful_executions_are_facts(ledger):
+def test_only_successful_executions_are_facts(any_ledger):
+    ledger = any_ledger
     run = ledger.start_run("m")
     turn = ledger.add_turn(run.id, "assistant", None)
     ok = ledger.open_execution(run.id, turn, "c1", "publish", "{}")
@@ -42,7 +49,8 @@ def test_only_successful_executions_are_facts(ledger):
     assert {e.turn_id for e in executions} == {turn.id} and turn.id is not None
 
 
-def test_turns_are_deferred_to_the_next_write_but_never_lost(ledger):
+def test_turns_are_deferred_to_the_next_write_but_never_lost(any_ledger):
+    ledger = any_ledger
     run = ledger.start_run("m")
     first = ledger.add_turn(run.id, "user", "hello")
     second = ledger.add_turn(run.id, "assistant", "hi")
@@ -83,7 +91,8 @@ def test_reads_do_not_block_behind_a_writer(ledger, tmp_path):
         c.execute("ROLLBACK")
 
 
-def test_write_is_all_or_nothing(ledger):
+def test_write_is_all_or_nothing(any_ledger):
+    ledger = any_ledger
     run = ledger.start_run("m")
     with pytest.raises(RuntimeError):
         with ledger.write() as s:
@@ -99,7 +108,8 @@ def test_write_is_all_or_nothing(ledger):
         assert s.exec(select(Report)).all() == []
 
 
-def test_latest_run_and_nudge_counter(ledger):
+def test_latest_run_and_nudge_counter(any_ledger):
+    ledger = any_ledger
     first = ledger.start_run("m")
     second = ledger.start_run("m")
     assert ledger.get_run().id == second.id
@@ -116,7 +126,8 @@ def test_unopenable_ledger_is_an_operator_error(tmp_path):
         Ledger(f"sqlite:///{tmp_path}/file/ledger.db")
 
 
-def test_deferred_records_survive_a_rolled_back_write(ledger):
+def test_deferred_records_survive_a_rolled_back_write(any_ledger):
+    ledger = any_ledger
     """A capability that fails inside its write must not take the deferred turns down with it."""
     run = ledger.start_run("m")
     turn = ledger.add_turn(run.id, "assistant", "calling publish")
