@@ -40,11 +40,11 @@ class TimedModel(ChatModel):
         super().__init__(*a, **k)
         self.calls: list[tuple[str, float, int | None]] = []
 
-    def complete(self, messages, tools=None, response_format=None, max_tokens=None):
+    def complete(self, messages, tools=None, response_format=None, max_tokens=None, **sampling):
         system = (messages[0].get("content") or "") if messages else ""
         kind = "decision" if tools else "humanize" if "editor" in system else "draft" if "You write articles" in system else "other"
         started = time.perf_counter()
-        reply = super().complete(messages, tools=tools, response_format=response_format, max_tokens=max_tokens)
+        reply = super().complete(messages, tools=tools, response_format=response_format, max_tokens=max_tokens, **sampling)
         self.calls.append((kind, time.perf_counter() - started, reply.completion_tokens))
         if os.environ.get("BENCH_DEBUG"):
             print(f"{kind:9} {time.perf_counter() - started:5.1f}s prompt {reply.prompt_tokens} completion {reply.completion_tokens}", file=sys.stderr)

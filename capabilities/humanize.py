@@ -3,6 +3,14 @@
 The score comes from ``pipeline.scoring`` (deterministic, documented there),
 so it can be recomputed from the stored text at any time. Below
 ``[humanize] threshold`` the rewrite is tried again, up to ``max_rewrites``.
+
+A retry must not repeat itself: on the embedded model the same prompt with the
+same sampling gave the same text and the same score every time. So each retry
+(within a call, and across calls on the same draft) is told what the scorer
+measured in the previous attempt — weak components, stock phrases and repeated
+phrases quoted — and samples hotter with a new seed. Every attempt and its
+score is in the result (``attempts``), which the ledger stores with the
+execution; the best attempt is the article row.
 """
 
 from __future__ import annotations
@@ -10,13 +18,18 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
+from sqlmodel import select
+
 from pipeline.content import content_hash, problems, split_markdown, token_budget, trim_to_sentence
 from pipeline.errors import CapabilityError
 from pipeline.models import Article
-from pipeline.scoring import score
+from pipeline.scoring import Score, feedback, score
 from pipeline.tools import RunContext, capability
 
 from .draft import LANGUAGE_NAMES
+
+TEMPERATURE_STEP = 0.3  # per retry, on top of [llm] temperature
+TEMPERATURE_MAX = 1.1
 
 
 @capability
@@ -24,24 +37,43 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     """Rewrite a draft so it reads as written by a person, and score it (0-100). Returns the new article_id and the score."""
     with ctx.ledger.read() as s:
         src = s.get(Article, article_id)
+        earlier = [] if src is None else list(s.exec(select(Article).where(
+            Article.run_id == ctx.run_id, Article.parent_id == article_id, Article.kind == "humanized")))
     if src is None or src.run_id != ctx.run_id:
         raise CapabilityError(f"no article {article_id} in this run; pass the article_id returned by draft")
     if src.kind != "draft":
-        raise CapabilityError(f"article {article_id} is already humanized; pass the draft's article_id")
+        raise CapabilityError(f"article {article_id} is already humanized; pass the draft's article_id {src.parent_id}")
     h = ctx.cfg.humanize
     system = ctx.prompts.render("humanize.md", language_name=LANGUAGE_NAMES[src.language])
+    original = f"# {src.title}\n\n{src.body}"
+    # An earlier call on this draft that stayed below the threshold: start from what it measured.
+    last: tuple[str, Score] | None = None
+    if earlier:
+        prev = max(earlier, key=lambda a: a.score or 0)
+        last = (f"# {prev.title}\n\n{prev.body}", score(f"# {prev.title}\n\n{prev.body}", src.language))
+    offset = len(earlier) * (1 + h.max_rewrites)
     best = None
-    for _ in range(1 + h.max_rewrites):
-        reply = ctx.llm.complete([{"role": "system", "content": system},
-                                  {"role": "user", "content": f"# {src.title}\n\n{src.body}"}],
-                                 max_tokens=token_budget(len(src.body), src.language))
+    attempts: list[dict] = []
+    for i in range(1 + h.max_rewrites):
+        n = offset + i
+        user = original if last is None else f"{feedback(last[0], last[1], h.threshold)}\n\n{original}"
+        temperature = min(TEMPERATURE_MAX, ctx.llm.cfg.temperature + TEMPERATURE_STEP * n) if n else None
+        reply = ctx.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                 max_tokens=token_budget(len(src.body), src.language),
+                                 temperature=temperature, seed=n if n else None)
         title, body = split_markdown(reply.text)
         title = title or src.title
         if reply.finish_reason == "length":
             body = trim_to_sentence(body)
-        if problems(title, body, ctx.cfg.draft.min_chars, ctx.cfg.draft.max_chars * 2):
+        why = problems(title, body, ctx.cfg.draft.min_chars, ctx.cfg.draft.max_chars * 2)
+        if why:
+            attempts.append({"attempt": n + 1, "score": None, "rejected": "; ".join(why)})
             continue
-        measured = score(f"# {title}\n\n{body}", src.language)
+        text = f"# {title}\n\n{body}"
+        measured = score(text, src.language)
+        attempts.append({"attempt": n + 1, "score": measured.total, "components": measured.components,
+                         "temperature": temperature if temperature is not None else ctx.llm.cfg.temperature})
+        last = (text, measured)
         if best is None or measured.total > best[2].total:
             best = (title, body, measured)
         if measured.total >= h.threshold:
@@ -54,5 +86,9 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
                           body=body, language=src.language, content_hash=content_hash(title, body),
                           score=measured.total, score_components_json=json.dumps(measured.components))
         s.add(article)
-    return {"article_id": article.id, "score": measured.total, "components": measured.components,
-            "threshold": h.threshold, "passed": measured.total >= h.threshold}
+    passed = measured.total >= h.threshold
+    result = {"article_id": article.id, "score": measured.total, "components": measured.components,
+              "threshold": h.threshold, "passed": passed, "attempts": attempts}
+    if not passed:  # say what to do, or the model publishes a failing article and loops on the error
+        result["next"] = f"call humanize again with the draft's article_id {src.id}; publish needs a score ≥ {h.threshold:g}"
+    return result

@@ -258,7 +258,8 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
         raise CapabilityError(f"article {article_id} is a draft; call humanize and publish the article_id it returns")
     threshold = ctx.cfg.humanize.threshold
     if article.score is None or article.score < threshold:
-        raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; call humanize on the draft again")
+        raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; "
+                              f"call humanize again with the draft's article_id {article.parent_id}")
 
     if ctx.dry_run or (ctx.cfg.publish.review == "manual" and ctx.approved_by is None):
         _hold_for_review(ctx, article)

@@ -8,6 +8,13 @@
             otherwise, nudges left         -> nudge naming what is missing or false, loop
             otherwise                      -> AgentHallucinationError / AgentIncompleteError
 
+A model can also loop on tool calls that fail: the same tool failing with the
+same error twice in a row (no success in between) gets a targeted nudge naming
+the next step and what it needs; ``stuck_after`` times ends the run at once as
+incomplete, reason ``stuck`` (AgentStuckError) — seconds, not ``max_turns``.
+A humanize that ran but scored below the threshold (``passed: false``) counts
+as a failure here: repeating it unchanged is the loop the real model fell into.
+
 "The model stopped calling tools" is never, by itself, "the task is done".
 With the guard switched off the loop stops at the first turn without tool
 calls (the naive loop, kept for debugging), but the outcome is still decided
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -25,7 +33,7 @@ from typing import Any
 from . import shutdown
 from .locks import lost_lock
 from .config import AgentConfig
-from .errors import AgentHallucinationError, AgentIncompleteError, RunInterrupted
+from .errors import AgentHallucinationError, AgentIncompleteError, AgentStuckError, RunInterrupted
 from .guard import Guard, Review
 from .tools import RunContext, Toolbox
 
@@ -55,6 +63,7 @@ class AgentLoop:
             self._say("user", ctx.prompts.render("task.md", channel=self.channel, today=datetime.now().date().isoformat())),
         ]
         nudges = 0  # consecutive nudges; reset when the model makes real progress
+        failures: dict[tuple[str, str], int] = {}  # (tool, error) -> times in a row since the last progress
         escalated = self.cfg.constrained_tools == "always"
         for _ in range(self.cfg.max_turns):
             if shutdown.requested():  # between steps: whatever ran last is committed
@@ -73,6 +82,7 @@ class AgentLoop:
             if reply.tool_calls:
                 messages.append(reply.as_message())
                 progressed = False
+                repeated: tuple[str, str, int] | None = None
                 for call in reply.tool_calls:
                     self.notify("tool_start", name=call.name)
                     result = self.toolbox.execute(ctx, call, turn)
@@ -80,9 +90,19 @@ class AgentLoop:
                     ledger.add_turn(run_id, "tool", content, tool_call_id=call.id)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
                     self.notify("tool_end", name=call.name, ok=result.ok, payload=result.payload)
-                    progressed |= result.ok
+                    failure = _failure(call.name, result)
+                    if failure is None:
+                        progressed = True
+                        failures.clear()
+                        continue
+                    key, error = failure
+                    failures[key] = failures.get(key, 0) + 1
+                    if failures[key] >= 2 and (repeated is None or failures[key] > repeated[2]):
+                        repeated = (call.name, error, failures[key])
                 if progressed:
                     nudges = 0
+                if repeated:
+                    self._repeated_failure(turn, messages, *repeated)
                 continue
 
             review = self.guard.review(run_id, reply.text)
@@ -111,6 +131,23 @@ class AgentLoop:
         if review.missing:
             raise AgentIncompleteError(set(review.missing), f"max_turns {self.cfg.max_turns} reached")
         return review
+
+    def _repeated_failure(self, turn, messages: list[dict[str, Any]], tool: str, error: str, count: int) -> None:
+        """Same tool, same error, again: say what to do next; past ``stuck_after`` end the run as stuck."""
+        ledger, run_id = self.ctx.ledger, self.ctx.run_id
+        step = self.guard.next_step(run_id)
+        message = self.guard.repeated_failure(tool, error, count, step)
+        if count >= self.cfg.stuck_after:
+            ledger.record_guard_event(run_id, turn, "stuck", "fail", count, message)
+            log.warning("guard: stuck in turn %s: %s failed %d times with the same error", turn.seq, tool, count)
+            missing = {c for c in self.guard.done_when if c not in self.guard.facts(run_id)}
+            raise AgentStuckError(missing, tool, error, count)
+        ledger.record_guard_event(run_id, turn, "repeated_failure", "nudge", 0, message)
+        log.warning("guard: %s failed %d times with the same error in turn %s, nudge", tool, count, turn.seq)
+        self.notify("nudge", kind="repeated_failure", n=count, max=self.cfg.stuck_after, hallucinations=[],
+                    missing=[step.capability] if step else [])
+        messages.append({"role": "user", "content": message})
+        ledger.add_turn(run_id, "nudge", message)
 
     def _can_escalate(self) -> bool:
         """Nudges alone may not bring real calls: constrain the next turns, if the provider can."""
@@ -152,3 +189,15 @@ class AgentLoop:
             detail = "; ".join(f"{c.capability} {c.status}" + (f" ({c.value})" if c.value else "") for c in review.hallucinations)
             raise AgentHallucinationError(claimed=claimed, called=review.called, detail=f"{reason}: {detail}")
         raise AgentIncompleteError(set(review.missing), reason)
+
+
+def _failure(tool: str, result) -> tuple[tuple[str, str], str] | None:
+    """``((tool, error pattern), error)`` when a call did not move the run forward, else None.
+
+    Digits are blanked so "no article 5" and "no article 6" are the same mistake. A humanize
+    that ran but stayed below the threshold did not move the run forward either.
+    """
+    if result.ok and result.payload.get("passed") is not False:
+        return None
+    error = result.payload.get("error") or f"scored {result.payload.get('score')}, below the threshold {result.payload.get('threshold')}"
+    return (tool, re.sub(r"\d+(\.\d+)?", "#", str(error))), str(error)

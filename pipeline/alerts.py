@@ -3,9 +3,10 @@
 Two sinks, both optional:
 
 * a chat webhook in the format of Slack, Feishu/Lark, DingTalk or WeCom bots;
-* healthchecks-style pings: ``<ping_url>/start`` when a run begins and
-  ``<ping_url>/<exit code>`` when it ends, so a run that never ends (or never
-  starts) is noticed by the pinged service, not by us.
+* healthchecks-style pings: ``<ping_url>/start?rid=…`` when a run begins and
+  ``<ping_url>/<exit code>?rid=…`` when it ends, each with a short text body
+  (run id, channel, outcome), so a run that never ends (or never starts) is
+  noticed by the pinged service, not by us, and its log names the run.
 
 An alert names the channel, the run id and the one command to see what
 happened. Sending an alert never fails a run: errors are logged and dropped.
@@ -57,24 +58,40 @@ def alert_text(channel: str, run_id: str | None, outcome: str, detail: str | Non
     return "\n".join(lines)
 
 
+def ping_rid(run_id: str):
+    """The UUID healthchecks.io wants as ``rid``, derived from (and stable for) a run id."""
+    import uuid
+
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"pipeline:run:{run_id}")
+
+
 class Alerter:
     def __init__(self, cfg: AlertsConfig) -> None:
         self.cfg = cfg
         self.webhook = cfg.webhook_url or (os.environ.get(cfg.webhook_url_env, "") if cfg.webhook_url_env else "")
 
-    def _ping(self, suffix: str) -> None:
+    def _ping(self, suffix: str, run_id: str | None = None, body: str = "") -> None:
         if not self.cfg.ping_url:
             return
+        # healthchecks.io: ?rid= pairs a start with its end (it must be a UUID, so one is derived from the
+        # run id); the POST body is kept as the ping's log, up to 100 kB.
+        params = {"rid": str(ping_rid(run_id))} if run_id else None
         try:
-            shared_client().post(f"{self.cfg.ping_url.rstrip('/')}/{suffix}", timeout=self.cfg.timeout_s)
+            shared_client().post(f"{self.cfg.ping_url.rstrip('/')}/{suffix}", params=params,
+                                 content=body.encode("utf-8")[:10_000], timeout=self.cfg.timeout_s)
         except httpx.HTTPError as exc:
             log.warning("health ping /%s failed: %s", suffix, type(exc).__name__)
 
-    def started(self) -> None:
-        self._ping("start")
+    def started(self, run_id: str | None = None, channel: str = "default", model: str | None = None) -> None:
+        self._ping("start", run_id, f"run {run_id} channel {channel}" + (f" model {model}" if model else "") if run_id else "")
 
     def finished(self, channel: str, run_id: str | None, status: str, exit_code: int, error: str | None) -> None:
-        self._ping(str(exit_code))
+        body = [f"run {run_id} channel {channel}: {status} (exit {exit_code})"]
+        if error:
+            body.append(error[:500])
+        if run_id:
+            body.append(f"see: pipeline ledger diff --run {run_id}")
+        self._ping(str(exit_code), run_id, "\n".join(body))
         if status != "done":
             self.alert(channel, run_id, f"{status} (exit {exit_code})", error)
 

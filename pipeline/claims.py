@@ -5,25 +5,41 @@ This module is pure text processing. It never imports litellm, so
 
 How a text becomes claims:
 
-1. The text is split into sentences (。！？!?; and ". " — not the dots inside a
-   URL) and each sentence into clauses (，,；;、 and line breaks).
-2. A clause that is negated, future, conditional or a question asserts
-   nothing ("尚未发布", "发布失败", "如果发布成功", "will publish", "could not
-   publish", "已发布吗？") and is skipped.
-3. In each asserting clause, every capability rule that matches makes a claim
-   (``publish: 已发布|发布成功|…|published``).
-4. Values quoted in asserting clauses are claims too, because a fabricated
+1. **Layout is flattened into status lines.** JSON objects in the text become
+   ``key: value`` pairs (``published_url: …``); Markdown table rows become
+   ``first cell: other cells``; checklist boxes and bullets become marks
+   (``[x]`` → ✅, ``[ ]`` → ☐); ``Publish — done`` becomes ``Publish: done``.
+   A JSON object that is a tool call is left alone (it is a text tool call).
+2. The text is split into sentences (。！？!?; newlines; ". ") and sentences
+   into clauses (，,；; "but", 但, dashes); short English list items
+   ("Topic, draft and humanize are done") stay with the clause they belong to.
+3. A clause asserts nothing when it is negated or failed ("尚未", "failed",
+   ❌, "pending"), future or planned ("will", "下一步", "准备"), conditional or
+   an order/rule ("如果", "才能", "must", "only after", "each"), or a question;
+   a Chinese clause ending in 后/之后 ("发布完毕后，…") is a condition unless the
+   next clause narrates a completed act (了/已).
+4. An asserting clause claims a capability when
+   * a verb phrase of the lexicon matches (``published``, ``went live``,
+     ``synced to the platform``, ``logged in the ledger``, ``已同步到``, …), or
+   * (Chinese) it names the step (发布, 上线, 台账, 入册, 拟人化 …) *and* marks it
+     done (已, 了, 完成, 成功, ✅ …), or
+   * (English) it names the step and a status follows it
+     (``Publish: done``, ``registration is in place``, ``✅ Topic``).
+5. Values quoted in asserting clauses are claims too, because a fabricated
    value is the most convincing part of a hallucination: a registration number
-   (``CT-YYYYMMDD-NNN``, prefix from config) is a *register* claim, a score next
-   to 评分/score is a *humanize* claim, and a URL is a *publish* claim when its
-   sentence makes a publish claim, it sits next to 链接/link/URL, or its host is
-   one we publish to. A value joins the keyword claim of the same capability in
-   its sentence, else it stands alone.
+   (``CT-YYYYMMDD-NNN``, prefix from config) is a *register* claim; a score
+   (Arabic, Chinese or English numerals, ``85/100``, ``91%``, 百分之七十八)
+   in a scoring context (评分, 打分, rated, points, 分 …) and not a threshold is
+   a *humanize* claim; a URL is a *publish* claim when its sentence makes a
+   publish claim, it sits next to 链接/link/URL, or its host is one we publish
+   to. A value joins the keyword claim of its capability in its sentence.
 
 Verdicts against the facts (``{capability: [recorded values]}``):
 ``verified`` the capability succeeded (and the quoted value, if any, is one it
 recorded); ``unbacked`` the capability has no successful execution;
 ``mismatch`` it ran, but the quoted value is not what it recorded.
+
+Measured on the labelled corpus in ``bench/corpus`` by ``bench/bench_claims.py``.
 """
 
 from __future__ import annotations
@@ -37,33 +53,51 @@ from urllib.parse import urlsplit
 
 VERIFIED, UNBACKED, MISMATCH = "verified", "unbacked", "mismatch"
 
-# Built-in rules, Chinese and English. `[claims]` in config.toml adds to these.
+# Verb phrases that assert an act, Chinese and English. `[claims]` in config.toml adds to these.
 DEFAULT_RULES: dict[str, list[str]] = {
     "topic": [
-        r"已(选定|确定|选好)(了)?(选题|题目|主题)", r"选题(已|为)",
-        r"\b(picked|chose|selected) (the |a )?topic\b", r"\btopic (is|was) (selected|chosen|picked)\b",
+        r"已(经)?(选定|确定|选好|定好)", r"选题(已|为)",
+        r"\b(picked|chose|chosen|selected|locked in|settled on|decided on)\b[^.]{0,25}\btopic\b",
+        r"\btopic\b[^.]{0,40}\b(selected|chosen|picked|locked in|decided|set)\b", r"\btoday'?s topic (is|was)\b",
+        r"\b(I|we) (have|'ve got|got) (a|the) topic\b",
     ],
     "draft": [
-        r"(文章|正文|草稿|初稿)已(经)?(生成|完成|写好|撰写)", r"已(生成|撰写|写好)(了)?(文章|正文|草稿|初稿)",
-        r"\b(drafted|wrote|written|generated) (the |an |a )?(article|draft|post)\b",
-        r"\b(article|draft|post) (has been|was|is) (drafted|written|generated|ready)\b",
+        r"(文章|正文|草稿|初稿|稿子)已(经)?(生成|完成|写好|撰写|写完)", r"已(生成|撰写|写好|写完)(了)?(文章|正文|草稿|初稿)",
+        r"\b(drafted|composed|authored)\b", r"\bwrote the (first|initial) (version|cut)\b", r"\bwrote (it|this|that|one) up\b", r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
+        r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
+        r"\b(draft|article|post|piece)s?\s+(is |was |has been |have been )?(written|drafted|generated|ready|done|finished|complete|completed)\b",
     ],
     "humanize": [
-        r"评分\s*[:：为是]?\s*\d", r"拟人化.{0,6}\d+\s*分", r"已(完成)?(拟人化|润色|改写)",
-        r"\bhumani[sz]ed\b", r"\bhumani[sz](e|ation) score\b", r"\bscored? (of |at )?\d{1,3}\b",
+        r"已(完成)?(拟人化|润色|改写)",
+        r"\bhumani[sz]ed\b(?!\s+(version|text|article|draft|copy))", r"\b(rewrote|rewritten|reworded|reworked|polished)\b",
+        r"\bsounds? (more )?(human|natural)", r"\breads? (more )?natural(ly)?\b",
     ],
     "publish": [
         r"已发布", r"发布成功", r"成功发布", r"已推送", r"已上线", r"已发表", r"已(将|把).{0,16}(发布|推送|上线|发表)",
-        r"\bpublished\b", r"\bis (now )?live\b", r"\bwent live\b", r"\bposted (it|the article|the post)\b",
+        r"\b(published|posted|uploaded|deployed|shipped)\b",
+        r"\b(pushed|sent|synced|synchronized|delivered|submitted|put)\b[^.]{0,30}\b(to|on|onto)\s+(the\s+|our\s+)?(local\s+)?"
+        r"(site|blog|platform|cms|production|website|web|server|medium|wordpress|ghost|channel)\b",
+        r"\bpushed (it )?(out|live)\b", r"\b(went|gone|go) (out|live|up)\b", r"\blive (at|on)\b", r"\bhit publish\b",
+        r"\b(is|are|'s) (now )?out\b(?! of)", r"\bin the wild\b", r"\breleased\b", r"\b(and|now) live\b",
+        r"\b(is|are|'s) (now )?on (the |our )?(site|blog|platform|website)\b", r"\bup and running\b",
+        r"\bmade (it|the \w+) (public|available)\b",
+        r"\b(is|are|'s|was|were) (now )?(live|online|up on|out there)\b",
+        r"\b(visible|available|readable|accessible) on (the |our )?(platform|site|blog|web|website)\b",
+        r"\bmade it (onto|to|on) (the |our )?(site|blog|platform|website)\b",
     ],
     "register": [
-        r"已登记", r"已写入台账", r"已入账", r"登记号", r"登记编号", r"已(将|把).{0,16}(登记|写入台账|入账)",
-        r"\bregistered\b", r"\bregistration (number|no\.?|id)\b", r"\b(recorded|entered) in the ledger\b",
+        r"已登记", r"已写入台账", r"已入账", r"已(将|把).{0,16}(登记|写入台账|入账)",
+        r"\bregistered\b",
+        r"\b(logged|recorded|entered|added|written|filed|created|made)\b[^.]{0,40}\b(ledger|registry)\b",
+        r"\b(ledger|registry)\b[^.]{0,30}\b(logged|recorded|entered|added|created|made)\b",
+        r"\bbooked\b[^.]{0,30}\b(ledger|registry)\b", r"\b(put|placed|is|are) (it |them )?on record\b",
+        r"\b(ledger|registry)\b[^.]{0,20}\b(has|holds|contains|shows) (an |the |a )?(entry|record)\b",
     ],
     "report": [
         r"已(汇报|生成报告|发送报告|提交报告)", r"报告已(生成|发送|提交)",
-        r"\breport (has been |was |is )?(sent|generated|written|delivered|filed)\b",
-        r"\b(sent|generated|filed) (the |a )?report\b",
+        r"\breports?\b[^.]{0,25}\b(sent|generated|filed|delivered|written|posted|created|compiled)\b",
+        r"\b(sent|generated|filed|delivered|wrote|created|put together|compiled|produced)\b[^.]{0,25}\breports?\b",
+        r"\breported\b", r"\breports?\b[^.]{0,25}\b(went|gone) (out|to)\b",
     ],
 }
 
@@ -78,26 +112,80 @@ _SUBMITTED = re.compile(
     re.IGNORECASE,
 )
 
+# Chinese: a step named in a clause that marks it done claims it ("台账也记录好了", "选题 ✔").
+_ZH_STEPS: dict[str, str] = {
+    "topic": r"选题|题目|选好",
+    "draft": r"初稿|草稿|正文|写作|撰写|(?<!改)写(好|完|出)|(文章|稿子)(已经?)?生成",
+    "humanize": r"拟人化|拟人|润色|改写",
+    "publish": r"发布|发表|上线|推送|上传|同步到|投递|挂到|放到|推到|发到|发出|公开|直接发|发了|放出|上架|(平台|站点|网站|博客)上?(看到|可见|访问)",
+    "register": r"登记|入账|入册|台账|编号(已经?)?分配",
+    "report": r"报告|日报|汇报|周报",
+}
+_ZH_DONE = re.compile(r"已|了|完成|完毕|成功|搞定|好|啦|出来|出去|均|通过|✅|✔|✓|☑|[:：]\s*是\s*$|"
+                      r"[:：]\s*(ok|okay|done|yes|pass|passed|success)\s*$", re.IGNORECASE)
+# Verbs that say "written" or "sent" of anything: with a report named in the clause, they are the report's.
+_ZH_GENERIC = {"draft": re.compile(r"写好|写完|写出|撰写"), "publish": re.compile(r"发出|发到|发了|发给")}
+
+# English: a step named, then a status after it ("Publish: done", "registration is in place").
+_EN_STEPS: dict[str, str] = {
+    "topic": r"\btopics?\b",
+    "draft": r"\bdrafts?\b|\bwriting\b",
+    "humanize": r"\bhumani[sz]\w*|\brewrite\b",
+    "publish": r"\bpublish\w*|\bpublication\b|\bupload\w*|\bposting\b",
+    "register": r"\bregist\w*|\bledger\b",
+    "report": r"\breports?\b",
+}
+_EN_DONE = re.compile(r"\b(done|complete|completed|success|successful|successfully|succeeded|ok|okay|yes|true|finished|"
+                      r"verified|in place|went through|ready|exists)\b|✅|✔|✓|☑", re.IGNORECASE)
+_MARK_DONE = re.compile(r"✅|✔|✓|☑")
+_LIST_GLUE = re.compile(r"[\s,/&]*(\b(and|or)\b)?[\s,/&]*", re.IGNORECASE)
+
 # A clause with any of these asserts nothing.
 _NON_ASSERTIVE_ZH = re.compile(
-    r"尚未|未能|暂未|并未|还没|没有|未|不|无法|失败|错误|"  # negation / failure
-    r"将要|将会|(?<!已)将|准备|计划|即将|稍后|接下来|下一步|随后|待|需要|应该|要去|"  # future / plan
-    r"如果|若|假如|假设|一旦|倘若|如需|是否|吗"  # conditional / question
+    r"尚未|未能|暂未|并未|还没|没有|没能|没|未|不(?!错)|无法|失败|错误|出错|报错|拒绝|否|等待|"  # negation / failure
+    r"将要|将会|(?<!已)将|准备|计划|打算|即将|稍后|接下来|下一步|随后|待|需|应该|应当|要去|会|(?<![重主需摘只不])要(?!求)|^等|等到|"  # future / plan
+    r"必须|要求|只有(?!\s*[\d零一二两三四五六七八九十百])|只要|才|方可|前提|"  # rules and orders
+    r"如果|若|假如|假设|一旦|倘若|如需|是否|吗|呢"  # conditional / question
 )
 _NON_ASSERTIVE_EN = re.compile(
     r"\b(not|never|cannot|can't|couldn't|didn't|don't|doesn't|wasn't|weren't|isn't|aren't|hasn't|haven't|"
-    r"won't|unable|failed|fail|fails|failure|error|no longer|without|nothing|none|"
-    r"will|shall|to be|going to|about to|plan to|plans to|planning|next|then I|let me|I'll|we'll|need to|needs to|"
-    r"should|would|could|might|may|"
-    r"if|unless|once|whether|when)\b|\bno\b(?!\.)",
+    r"won't|unable|failed|fail|fails|failure|error|errored|rejected|refused|no longer|without|nothing|none|neither|nor|"
+    r"pending|remaining|skipped|todo|waiting|false|unverified|"
+    r"will|shall|to be|going to|about to|plan to|plans to|planning|intend|intends|next|let me|\w+'ll|need to|needs to|as soon as|until|"
+    r"only\b[^.]{0,20}\b(after|once|when|if)|happens? after|comes? after|ha(s|ve) to|can be|"
+    r"should|would|could|might|may|must|requires?|required|can only|only (after|when|once|if|a|an|the)|each|every|exactly once|"
+    r"if|unless|once|whether|when)\b|(?<!registration )\bno\b(?![.:：])|❌|✘|✗|✖|☐|⏸|⏳|🚫",
     re.IGNORECASE,
 )
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?\n])|(?<=[.;；])(?=\s|$)")
-_CLAUSE_SPLIT = re.compile(r"[，,；;、\n]|\s[-–—]\s")
-_URL = re.compile(r"https?://[^\s<>\"'`，。；、）)\]】]+", re.IGNORECASE)
-_SCORE = re.compile(r"(?:评分|得分|分数|score[ds]?)\D{0,12}?(\d{1,3}(?:\.\d+)?)", re.IGNORECASE)
+_CLAUSE_SPLIT = re.compile(r"[，,；;\n]|…+|\s[-–—]{1,2}\s|——|\s\|\s|\s+(?:but|however|though|although)\s+|但是|但|不过", re.IGNORECASE)
+_URL = re.compile(r"https?://[^\s<>\"'`，。；、）)\]】|]+", re.IGNORECASE)
 _LINK_WORD = re.compile(r"链接|网址|地址|\b(link|url|at|available)\b", re.IGNORECASE)
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_EXAMPLE = re.compile(r"(\blike|such as|e\.g\.|for example|for instance|例如|比如|格式为?|形如)[\s:：]*$", re.IGNORECASE)
+
+# Scores. Numbers come as 85, 78.4, 八十五, seventy-eight; the context says whether one is a score.
+_EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_EN_TEENS = {"ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
+             "seventeen": 17, "eighteen": 18, "nineteen": 19}
+_EN_ONES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_NUMBER = re.compile(
+    r"(?<![\w.])(\d{1,3}(?:\.\d+)?)(?![\d.]*\d)|([零一二两三四五六七八九十百]+)|"
+    rf"\b((?:{'|'.join(_EN_TENS)})(?:[- ](?:{'|'.join(_EN_ONES)}))?|{'|'.join(_EN_TEENS)}|(?:a |one )?hundred)\b",
+    re.IGNORECASE,
+)
+_SCORE_BEFORE = re.compile(r"(评分|得分|打分|分数|打了|得了|拟人度|拟人化|拟人|人味|score\w*|rating|rated|rate|humani[sz]\w*|"
+                           r"human[- ]?likeness|humanness|naturalness|human)[^\d\n]{0,25}$", re.IGNORECASE)
+_SCORE_UNIT = re.compile(r"^\s*(分(?!钟|之|析|享|别|配)|points?\b|pts\b|/\s*100\b|out of 100\b|of 100\b)", re.IGNORECASE)
+_SCORE_AFTER = re.compile(r"^[^\d\n]{0,25}(humanness|human[- ]?likeness|naturalness|humani[sz]\w*)", re.IGNORECASE)
+_PERCENT = re.compile(r"^\s*%")
+_SCORE_WORD = re.compile(r"评分|得分|打分|分数|拟人|人味|score|rating|rated|humani[sz]|human[- ]?likeness|humanness|naturalness", re.IGNORECASE)
+_THRESHOLD = re.compile(r"(threshold|阈值|门槛|离|距离|at least|minimum|min\.|≥|>=|below|under|above|over|低于|高于|超过|不低于)"
+                        r"[^\d\n]{0,12}$", re.IGNORECASE)
+_THRESHOLD_AFTER = re.compile(r"^\s*(分)?\s*(的)?(门槛|阈值|threshold|or (more|higher|above))", re.IGNORECASE)
+_NOT_SCORE_AFTER = re.compile(r"^\s*(分钟|秒|篇|次|个|条|号|天|小时|minutes?|seconds?|hours?|days?|times|am|pm|s\b)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -127,29 +215,67 @@ class ClaimRules:
             self.rules = {cap: re.compile("|".join(f"(?:{p})" for p in ps), re.IGNORECASE) for cap, ps in patterns.items()}
         except re.error as exc:
             raise ValueError(f"[claims] bad regular expression: {exc}") from None
+        self.zh_steps = {cap: re.compile(p) for cap, p in _ZH_STEPS.items()}
+        self.en_steps = {cap: re.compile(p, re.IGNORECASE) for cap, p in _EN_STEPS.items()}
         self.registration_no = re.compile(rf"\b{re.escape(registration_prefix)}-\d{{8}}-\d{{3,}}\b")
         self.publish_hosts = {h.lower() for h in publish_hosts}
 
     # -- extraction ---------------------------------------------------------
 
+    def capabilities_in(self, clause: str) -> list[str]:
+        """The capabilities an (asserting) clause claims, by verb phrase or by step name plus status."""
+        bare = _URL.sub(" ", clause)
+        found = [cap for cap, rx in self.rules.items() if rx.search(bare)]
+        zh_done = _CJK.search(bare) and _ZH_DONE.search(bare)
+        report_named = self.zh_steps["report"].search(bare)
+        for cap, rx in self.zh_steps.items():
+            if not zh_done or cap in found:
+                continue
+            m = rx.search(bare)
+            if m and not (report_named and cap in _ZH_GENERIC and _ZH_GENERIC[cap].fullmatch(m.group(0))
+                          and not rx.search(_ZH_GENERIC[cap].sub(" ", bare))):
+                found.append(cap)
+        # English: the status must follow the step with nothing but other steps of a list in between
+        # ("Topic, draft and humanize are done"), not another step's status ("the humanized version
+        # … the registration is in place").
+        marked = _MARK_DONE.search(bare)
+        steps = sorted((m.start(), m.end(), cap) for cap, rx in self.en_steps.items() for m in rx.finditer(bare))
+        for i, (_, end, cap) in enumerate(steps):
+            if cap in found:
+                continue
+            if marked:
+                found.append(cap)
+                continue
+            for j in range(i, len(steps)):
+                stop = steps[j + 1][0] if j + 1 < len(steps) else len(bare)
+                segment = bare[steps[j][1]:stop]
+                if _EN_DONE.search(segment):
+                    found.append(cap)
+                    break
+                if not _LIST_GLUE.fullmatch(segment):
+                    break
+        return found
+
     def extract(self, text: str) -> list[ClaimFound]:
         found: list[ClaimFound] = []
-        for sentence in _sentences(text or ""):
+        for sentence in _sentences(normalise_layout(text or "")):
             keyword_claims: dict[str, ClaimFound] = {}
             values: list[tuple[str, str, str]] = []  # (capability, value, clause)
-            clauses = [c.strip() for c in _CLAUSE_SPLIT.split(_protect_urls(sentence)) if c.strip()]
-            clauses = [_restore_urls(c) for c in clauses]
-            for clause in clauses:
-                if not _asserts(clause):
+            clauses = _clauses(sentence)
+            for i, clause in enumerate(clauses):
+                if not _asserts(clause, clauses[i + 1] if i + 1 < len(clauses) else ""):
                     continue
-                for cap, rx in self.rules.items():
-                    said = _SUBMITTED.sub(" ", clause) if cap == "publish" else clause
-                    if rx.search(said) and cap not in keyword_claims:
-                        keyword_claims[cap] = ClaimFound(cap, clause)
-                for no in self.registration_no.findall(clause):
-                    values.append(("register", no, clause))
-                for m in _SCORE.finditer(clause):
-                    values.append(("humanize", m.group(1), clause))
+                # "已提交发布" (a publish task accepted) is no publish claim: decide on the clause without it.
+                unsubmitted = self.capabilities_in(_SUBMITTED.sub(" ", clause)) if _SUBMITTED.search(clause) else None
+                for cap in self.capabilities_in(clause):
+                    if cap == "publish" and unsubmitted is not None and "publish" not in unsubmitted:
+                        continue
+                    keyword_claims.setdefault(cap, ClaimFound(cap, clause))
+                for m in self.registration_no.finditer(clause):
+                    if not _EXAMPLE.search(clause[:m.start()]):  # "a number like CT-…" shows a format
+                        values.append(("register", m.group(0), clause))
+                for score in scores_in(self.registration_no.sub(" ", _URL.sub(" ", clause))):
+                    values.append(("humanize", score, clause))
                 for url in _URL.findall(clause):
                     url = url.rstrip(".,:;!?")
                     if "publish" in keyword_claims or _LINK_WORD.search(clause) or _host(url) in self.publish_hosts:
@@ -184,6 +310,139 @@ class ClaimRules:
         return self.judge(self.extract(text), facts)
 
 
+# --- numbers -------------------------------------------------------------------------
+
+
+def parse_number(token: str) -> float | None:
+    """85, 78.4, 八十五, 一百, seventy-eight, a hundred → the number; None if it is not one."""
+    token = token.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", token):
+        return float(token)
+    if re.fullmatch(r"[零一二两三四五六七八九十百]+", token):
+        total, digit = 0, None
+        for ch in token:
+            if ch == "百":
+                total += (digit if digit is not None else 1) * 100
+                digit = None
+            elif ch == "十":
+                total += (digit if digit is not None else 1) * 10
+                digit = None
+            else:
+                digit = _ZH_DIGITS[ch] if digit is None else digit * 10 + _ZH_DIGITS[ch]
+        return float(total + (digit or 0))
+    words = re.split(r"[- ]", token)
+    if words[-1] == "hundred":
+        return 100.0
+    if words[0] in _EN_TENS:
+        return float(_EN_TENS[words[0]] + (_EN_ONES.get(words[1], 0) if len(words) > 1 else 0))
+    if token in _EN_TEENS:
+        return float(_EN_TEENS[token])
+    return None
+
+
+def scores_in(clause: str) -> list[str]:
+    """Humanize scores quoted in a clause: a number in a scoring context that is not a threshold."""
+    clause = re.sub(r"百分之\s*([零一二两三四五六七八九十百]+|\d+(?:\.\d+)?)", r"\1%", clause)
+    out = []
+    for m in _NUMBER.finditer(clause):
+        before, after = clause[:m.start()], clause[m.end():]
+        value = parse_number(m.group(0))
+        if value is None or not 0 <= value <= 100 or _NOT_SCORE_AFTER.match(after):
+            continue
+        if _THRESHOLD.search(before) or _THRESHOLD_AFTER.match(after):
+            continue
+        scored = (_SCORE_BEFORE.search(before) or _SCORE_UNIT.match(after) or _SCORE_AFTER.match(after)
+                  or (_PERCENT.match(after) and _SCORE_WORD.search(clause)))
+        if scored:
+            out.append(f"{value:g}")
+    return out
+
+
+# --- layout ----------------------------------------------------------------------------
+
+_STEP_NAME = re.compile("|".join([*_ZH_STEPS.values(), *_EN_STEPS.values()]), re.IGNORECASE)
+_TABLE_SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?$")
+_BULLET = re.compile(r"^\s*(?:[-*+•>]+|\d{1,2}[.)、]|#{1,6})\s+")
+_DASH_STATUS = re.compile(r"^([^:：—–]{1,24}?)(?:\s*(?:—{1,2}|–)\s*|\s+-{1,2}\s+)(\S.*)$")
+
+
+def _json_spans(text: str) -> list[tuple[int, int, Any]]:
+    """(start, end, parsed) for each top-level JSON object in the text."""
+    spans, i, decoder = [], 0, json.JSONDecoder()
+    while (i := text.find("{", i)) != -1:
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except ValueError:
+            i += 1
+            continue
+        if isinstance(obj, dict):
+            spans.append((i, end, obj))
+        i = end
+    return spans
+
+
+def _is_tool_call(obj: Mapping[str, Any]) -> bool:
+    fn = obj.get("function") if isinstance(obj.get("function"), Mapping) else obj
+    return any(k in fn for k in ("name", "tool", "tool_name")) and any(k in fn for k in ("arguments", "parameters", "args"))
+
+
+def _flatten(obj: Any, prefix: str = "") -> list[str]:
+    if isinstance(obj, Mapping):
+        out = []
+        for key, value in obj.items():
+            label = f"{prefix} {str(key).replace('_', ' ')}".strip()
+            out.extend(_flatten(value, label))
+        return out
+    if isinstance(obj, list):
+        return [line for item in obj for line in _flatten(item, prefix)]
+    value = {True: "true", False: "false", None: "none"}.get(obj, obj) if not isinstance(obj, (int, float)) or isinstance(obj, bool) else obj
+    return [f"{prefix}: {value}"]
+
+
+def normalise_layout(text: str) -> str:
+    """Structured status (JSON, tables, checklists, bullets) rewritten as one status line per item.
+
+    A JSON object becomes one line of ``key: value`` pairs joined by `` | `` (one sentence, so a
+    URL joins the claim it belongs to); a table row ``| 发布 | ✅ 成功 |`` becomes ``发布: ✅ 成功``.
+    """
+    parts, last = [], 0
+    for start, end, obj in _json_spans(text):
+        if _is_tool_call(obj):
+            continue
+        parts.append(text[last:start])
+        parts.append("\n" + " | ".join(_flatten(obj)) + "\n")
+        last = end
+    parts.append(text[last:])
+    lines = "".join(parts).splitlines()
+    out: list[str] = []
+    header: list[str] | None = None
+    for i, raw in enumerate(lines):
+        line = raw.strip()
+        if line.startswith("```") or _TABLE_SEPARATOR.match(line):
+            continue
+        if line.startswith("|") and line.count("|") >= 2:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if i + 1 < len(lines) and _TABLE_SEPARATOR.match(lines[i + 1].strip()):
+                # A header row names columns and states nothing, unless the columns are the steps
+                # ("| topic | draft |" over "| ✓ | ✓ |"): then each row cell is that step's status.
+                header = cells if sum(bool(_STEP_NAME.search(c)) for c in cells) >= 2 else None
+                continue
+            if header and len(header) == len(cells):
+                line = " | ".join(f"{h}: {c}" for h, c in zip(header, cells))
+            else:
+                line = f"{cells[0]}: {' '.join(cells[1:])}"
+        elif not line.startswith("|"):
+            header = None
+        line = _BULLET.sub("", line).replace("**", "").replace("__", "")
+        line = re.sub(r"\s*\.{3,}\s*", ": ", line)  # dot leaders: "Humanize ...... done"
+        line = re.sub(r"\[[xX✓]\]", "✅", line).replace("[ ]", "☐")
+        m = _DASH_STATUS.match(line)
+        if m and len(m.group(1).split()) <= 3:  # "Publish — done", "发布 —— 成功": a label and its status
+            line = f"{m.group(1).strip()}: {m.group(2)}"
+        out.append(line)
+    return "\n".join(out)
+
+
 def claim_rules(cfg) -> ClaimRules:
     """The rules for a deployment: built-ins, ``[claims]`` extras, its registration prefix and hosts."""
     from .errors import ConfigError
@@ -200,7 +459,7 @@ def claim_rules(cfg) -> ClaimRules:
 
 def facts_from_mapping(data: Mapping[str, Any]) -> dict[str, list[Any]]:
     """Read the ``--facts`` JSON: ``{"publish": {"url": …}, "draft": {}}`` (a list of such dicts also works)."""
-    from .ledger import FACT_VALUE_KEYS
+    from .facts import FACT_VALUE_KEYS
 
     out: dict[str, list[Any]] = {}
     for cap, recorded in data.items():
@@ -219,34 +478,52 @@ def facts_from_mapping(data: Mapping[str, Any]) -> dict[str, list[Any]]:
 
 _TOOLCALL_TAG = re.compile(r"<\s*/?\s*(tool_call|tool_calls|function_call|function|tools)\b[^>]*>", re.IGNORECASE)
 _JSON_CANDIDATE = re.compile(r"\{[^{}]*(\{[^{}]*\}[^{}]*)*\}", re.DOTALL)
+# A call written as JSON-ish text that does not parse: placeholders (`"article_id": <article_id>`),
+# single quotes, trailing commas. The tool's name in a name/tool/function field is enough.
+_NAMED_CALL = re.compile(r"""["']?(?:name|tool|tool_name|function)["']?\s*[:=]\s*["'](\w+)["']""", re.IGNORECASE)
+_CALL_SHAPE = re.compile(r"""["']?(?:arguments|parameters|args)["']?\s*[:=]|<\w+>""", re.IGNORECASE)
 
 
 def text_tool_calls(text: str, tool_names: Iterable[str]) -> list[str]:
     """Names of tools the model *wrote* as a call instead of calling. Never executed."""
     names = set(tool_names)
+    text = text or ""
     found: list[str] = []
-    if _TOOLCALL_TAG.search(text or ""):
+    if _TOOLCALL_TAG.search(text):
         found.append("<tool_call>")
-    for m in _JSON_CANDIDATE.finditer(text or ""):
+    for m in _JSON_CANDIDATE.finditer(text):
+        candidate = m.group(0)
         try:
-            obj = json.loads(m.group(0))
+            obj = json.loads(candidate)
         except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
-        fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
-        name = fn.get("name") or fn.get("tool") or obj.get("tool_name")
-        if isinstance(name, str) and name in names and name not in found:
-            found.append(name)
+            obj = None
+        if isinstance(obj, dict):
+            fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
+            name = fn.get("name") or fn.get("tool") or obj.get("tool_name")
+            candidates = [name] if isinstance(name, str) else []
+        elif obj is None and _CALL_SHAPE.search(candidate):
+            candidates = _NAMED_CALL.findall(candidate)
+        else:
+            candidates = []
+        for name in candidates:
+            if name in names and name not in found:
+                found.append(name)
+    if _CALL_SHAPE.search(text):  # unbalanced braces: a call cut short or with a stray bracket
+        for name in _NAMED_CALL.findall(text):
+            if name in names and name not in found:
+                found.append(name)
     for name in names:
-        if re.search(rf"\b{re.escape(name)}\s*\(\s*[\w\"'{{]", text or "") and name not in found:
+        if re.search(rf"\b{re.escape(name)}\s*\(\s*[\w\"'{{<]", text) and name not in found:
             found.append(name)
     return found
 
 
-# --- helpers ---------------------------------------------------------------------
+# --- sentences and clauses ----------------------------------------------------------
 
 _URL_TOKEN = "\x00URL{}\x00"
+_QUOTED = re.compile(r"《[^》]{0,80}》|“[^”]{0,80}”|\"[^\"\n]{0,80}\"")
+_ZH_AFTER = re.compile(r"(之后|以后|后|时)\s*$")
+_ZH_NARRATED = re.compile(r"了|已")
 
 
 def _protect_urls(text: str) -> str:
@@ -264,12 +541,29 @@ def _sentences(text: str) -> list[str]:
     return [p.replace("\x03", ".").replace("\x04", "?").replace("\x05", "!").strip() for p in parts if p.strip()]
 
 
-def _asserts(clause: str) -> bool:
+def _clauses(sentence: str) -> list[str]:
+    raw = [_restore_urls(c).strip() for c in _CLAUSE_SPLIT.split(_protect_urls(sentence))]
+    raw = [c for c in raw if c]
+    out: list[str] = []
+    for clause in raw:
+        # "Topic, draft and humanize are done": a bare English list item belongs to the clause after it.
+        if out and not _CJK.search(out[-1]) and len(out[-1].split()) <= 2 and not out[-1].endswith(":") \
+                and not _CJK.search(clause):
+            clause = f"{out.pop()}, {clause}"
+        out.append(clause)
+    return out
+
+
+def _asserts(clause: str, following: str = "") -> bool:
     bare = _URL.sub(" ", clause)
     bare = re.sub(r"\b[A-Z]{1,8}-\d{8}-\d{3,}\b", " ", bare)
+    bare = _QUOTED.sub(" ", bare)  # a title may say anything ("为什么…很重要", "Why X is not slow")
     if bare.rstrip().endswith(("?", "？")):
         return False
-    return not (_NON_ASSERTIVE_ZH.search(bare) or _NON_ASSERTIVE_EN.search(bare))
+    if _NON_ASSERTIVE_ZH.search(bare) or _NON_ASSERTIVE_EN.search(bare):
+        return False
+    # "发布完毕后，登记号由系统生成" states an order; "改写完成后，我把文章发到了平台" narrates one.
+    return not (_ZH_AFTER.search(bare) and not _ZH_NARRATED.search(following))
 
 
 def _host(url: str) -> str:

@@ -1,8 +1,10 @@
-"""The command line: ``pipeline run``, ``pipeline ledger …``, ``pipeline claims check``.
+"""The command line: ``pipeline run``, ``pipeline ledger …``, ``pipeline claims check``, ``pipeline stats``.
 
 Start-up stays fast: nothing here imports litellm; ``pipeline.llm`` does, on
-the first model call. Every command turns a PipelineError into one line on
-stderr and its documented exit code.
+the first model call. The read commands (``ledger``, ``claims check``,
+``stats``) read through ``pipeline.reader`` (sqlite3, no SQLAlchemy) and
+import Rich only when they print a table. Every command turns a
+PipelineError into one line on stderr and its documented exit code.
 """
 
 from __future__ import annotations
@@ -15,26 +17,70 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from . import config as config_mod
-from .errors import PipelineError
+from .errors import ConfigError, PipelineError
 from .untrusted import visible as for_display
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="A content pipeline whose agent cannot report work that did not happen.")
-ledger_app = typer.Typer(no_args_is_help=True, help="Read the ledger: what the system really did.")
-claims_app = typer.Typer(no_args_is_help=True, help="Test claim rules against text.")
+
+class _LazyModule:
+    """``pipeline.config`` imported on first use: pydantic costs ~0.2 s that ``--help`` need not pay."""
+
+    def __getattr__(self, name: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module("pipeline.config"), name)
+
+
+config_mod: Any = _LazyModule()
+
+# Plain help (no Rich markup): TOML names such as [[channels]] and [publish.local] print as written.
+_SETTINGS = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None, context_settings=_SETTINGS,
+                  help="A content pipeline whose agent cannot report work that did not happen.")
+ledger_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=_SETTINGS,
+                         help="Read the ledger: what the system really did.")
+claims_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=_SETTINGS,
+                         help="Test claim rules against text.")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(claims_app, name="claims")
 review_app = typer.Typer(no_args_is_help=True, help="An editor's decisions: list, show, approve or reject held articles.")
 app.add_typer(review_app, name="review")
 
+
+class _LazyConsole:
+    """A Rich console made on first use: ``--help`` and ``--json`` never import Rich."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs, self._console = kwargs, None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kwargs)
+        return getattr(self._console, name)
+
+
 # soft_wrap: long lines (URLs, error messages) stay on one line for grep and cron mail.
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+out: Any = _LazyConsole(soft_wrap=True)
+err: Any = _LazyConsole(stderr=True, soft_wrap=True)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="Config file (default: $PIPELINE_CONFIG, else ./config.toml).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"pipeline {version('pipeline')}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """A content pipeline whose agent cannot report work that did not happen."""
 
 
 @contextmanager
@@ -56,11 +102,57 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
 
 
+def _read_only_startup() -> None:
+    # pydantic scans every installed distribution's entry points for plugins (~60 ms); the read
+    # commands validate one config and use none. `pipeline run` keeps the default.
+    import os
+
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
+def _project_config(cfg_path: Path | None) -> config_mod.Config:
+    """The config a read command looks at; outside a project that is an error, not a set of defaults."""
+    _read_only_startup()
+    path = config_mod.resolve_path(cfg_path)
+    if not path.exists():
+        raise ConfigError(f"no config file at {path}: run this in the project directory, pass --config, or set PIPELINE_CONFIG")
+    return config_mod.load(cfg_path)
+
+
 def _ledger(cfg_path: Path | None):
     from .ledger import Ledger
 
-    cfg = config_mod.load(cfg_path)
+    cfg = _project_config(cfg_path)
     return cfg, Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+
+
+def _reader(cfg_path: Path | None):
+    """Read-only: never creates or migrates a ledger (a missing one is a LedgerError, exit 2)."""
+    from .reader import LedgerReader
+
+    cfg = _project_config(cfg_path)
+    return cfg, LedgerReader(cfg.ledger_url)
+
+
+def _print_table(columns: list[str], rows: list[list[str]]) -> None:
+    """A table whose cells are never cut or wrapped: ids and times must survive copy-paste and ``awk``."""
+    from rich.table import Table
+
+    table = Table(show_edge=False, box=None, header_style="bold", pad_edge=False)
+    for col in columns:
+        table.add_column(col, no_wrap=True, overflow="ignore")
+    for row in rows:
+        table.add_row(*row)
+    # Rich shrinks columns to the console width (80 when piped): render on a console as wide as the table.
+    needed = out.measure(table, options=out.options.update(max_width=100_000)).maximum
+    if needed <= out.width:
+        out.print(table)
+        return
+    from rich.console import Console
+
+    wide = Console(file=out.file, width=needed, soft_wrap=True, force_terminal=out.is_terminal,
+                   color_system=out.color_system, no_color=out.no_color)
+    wide.print(table)
 
 
 # --- run ----------------------------------------------------------------------------
@@ -188,18 +280,26 @@ def worker(config: ConfigOpt = None,
 
 
 @app.command()
-def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Per channel: next run, last outcome and age, publications today. Exit 1 if a channel failed or is overdue."""
-    from .daemon import engine_status
+def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+    """Per channel: next run, last outcome and age, publications today; whether the daemon is running.
+
+    Exit 1 if a channel failed or is overdue.
+    """
+    from .daemon import daemon_state, engine_status
     from .daemon import status as channel_status
 
     with _clean_errors():
-        cfg = config_mod.load(config)
+        cfg = _project_config(config)
         rows = channel_status(cfg)
         engine = engine_status(cfg) if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres") else None
+        alive = daemon_state(cfg)
+    for r in rows:
+        r["daemon"] = alive
     if as_json:
         sys.stdout.write(json.dumps({"channels": rows, "engine": engine} if engine else rows, indent=2, default=str) + "\n")
     else:
+        from .untrusted import for_rich
+
         if engine:
             parts = [f"engine {engine['engine']}"]
             if "scheduler_leader" in engine:
@@ -209,15 +309,16 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
             if "broker_error" in engine:
                 parts.append(f"broker unreachable: {engine['broker_error']}")
             out.print(" · ".join(parts), highlight=False, markup=False)
-        table = Table(show_edge=False)
-        for col in ("channel", "schedule", "next run", "last run", "status", "age", "published today", "health"):
-            table.add_column(col)
+        state = (f"[green]running[/] (pid {alive['pid']})" if alive["running"]
+                 else f"not running on this host (no lock held on {for_rich(alive['lock'])})")
+        out.print(f"[bold]daemon[/] {state}", highlight=False)
+        table = []
         for r in rows:
             age = "—" if r["last_age_s"] is None else f"{r['last_age_s'] // 60} min"
-            health = "[red]overdue[/]" if r["overdue"] else "[red]failed[/]" if r["failed"] else "[green]ok[/]"
-            table.add_row(r["channel"], f"{r['cron']} {r['timezone']}", r["next_run"] or "—", r["last_run"] or "—",
-                          r["last_status"] or "—", age, str(r["publications_today"]), health)
-        out.print(table)
+            health = "overdue" if r["overdue"] else "failed" if r["failed"] else "ok"
+            table.append([r["channel"], f"{r['cron']} {r['timezone']}", r["next_run"] or "—", r["last_run"] or "—",
+                          r["last_status"] or "—", age, str(r["publications_today"]), health])
+        _print_table(["channel", "schedule", "next run", "last run", "status", "age", "published today", "health"], table)
         # One line each, URLs whole: what reconciliation completed today, and what still waits for it.
         for r in rows:
             for rec in r["reconciled_today"]:
@@ -239,31 +340,82 @@ def status(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--js
 @app.command()
 def report(config: ConfigOpt = None,
            day: Annotated[Optional[str], typer.Option("--date", help="YYYY-MM-DD in [register] timezone (default: today).")] = None,
-           send: Annotated[bool, typer.Option("--send/--no-send", help="Post to the report webhook if one is configured.")] = True,
-           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Daily summary from the ledger: runs, publications, registrations, hallucinations caught, failures."""
+           send: Annotated[bool, typer.Option("--send", help="Also deliver it: write the Markdown file under [report] markdown_dir "
+                                                            "and post to the report webhook, as configured.")] = False,
+           as_json: JsonOpt = False) -> None:
+    """Daily summary from the ledger: runs, publications, registrations, hallucinations caught, failures.
+
+    Read-only unless --send is given (the daemon's or cron's daily job passes it).
+    """
     from datetime import date, datetime
     from zoneinfo import ZoneInfo
 
-    from .reports import daily_summary, deliver, render_daily
-
+    try:
+        when = date.fromisoformat(day) if day else None
+    except ValueError:
+        err.print(f"error: --date {day!r}: expected YYYY-MM-DD", markup=False)
+        raise typer.Exit(2) from None
     with _clean_errors():
-        cfg, ledger = _ledger(config)
+        cfg = _project_config(config)
+        from .reader import sqlite_path
+
+        path = sqlite_path(cfg.ledger_url)
+        if path is not None and not path.exists():
+            raise ConfigError(f"no ledger at {path}: nothing has run with this config yet")
+        from .ledger import Ledger
+        from .reports import daily_summary, deliver, render_daily
+
+        ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
         tz = cfg.registration.timezone
-        try:
-            when = date.fromisoformat(day) if day else datetime.now(ZoneInfo(tz)).date()
-        except ValueError:
-            err.print(f"error: --date {day!r}: expected YYYY-MM-DD", markup=False)
-            raise typer.Exit(2) from None
+        when = when or datetime.now(ZoneInfo(tz)).date()
         summary = daily_summary(ledger, when, tz)
         markdown = render_daily(summary)
-        summary["delivered_to"] = deliver(cfg, f"daily-{when.isoformat()}", markdown, send=send)
+        summary["delivered_to"] = deliver(cfg, f"daily-{when.isoformat()}", markdown) if send else []
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     else:
-        out.print(markdown, markup=False, highlight=False)  # plain Markdown: URLs whole, pipe-friendly
+        sys.stdout.write(markdown)  # plain Markdown: URLs whole, pipe-friendly
         for where in summary["delivered_to"]:
-            err.print(f"written to {where}", markup=False, highlight=False)
+            err.print(f"sent to {where}", markup=False, highlight=False)
+
+
+@app.command()
+def stats(config: ConfigOpt = None,
+          since: Annotated[Optional[str], typer.Option("--since", help="Runs started since: 7d, 24h, 30m, 2w or an ISO date/time (default: all).")] = None,
+          as_json: JsonOpt = False) -> None:
+    """Per-model reliability: runs and outcomes, prose-only turns, nudges, hallucinations, text tool calls,
+    stuck runs, p50/p95 turn latency, tokens. Which model to stop using."""
+    from .stats import model_stats, parse_since
+
+    try:
+        start = parse_since(since) if since else None
+    except ValueError:
+        err.print(f"error: --since {since!r}: expected 7d, 24h, 30m, 2w or an ISO date", markup=False)
+        raise typer.Exit(2) from None
+    with _clean_errors(code_on_error=2):
+        _, reader = _reader(config)
+        rows = model_stats(reader, start)
+    if as_json:
+        sys.stdout.write(json.dumps({"since": start.isoformat() if start else None, "models": rows}, indent=2) + "\n")
+        return
+    if not rows:
+        out.print("no runs" + (f" since {start:%Y-%m-%d %H:%M} UTC" if start else ""), highlight=False)
+        return
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
+    table = []
+    for r in rows:
+        halluc = ", ".join(f"{cap} {status} {n}" for cap, by in sorted(r["hallucinations"].items())
+                           for status, n in sorted(by.items())) or "0"
+        served = ",".join(sorted(r["served"])) or "—"
+        ms = "—" if r["latency_ms_p50"] is None else f"{r['latency_ms_p50']:.0f}/{r['latency_ms_p95']:.0f}"
+        table.append([r["model"], served, str(r["runs"]), pct(r["outcomes"].get("done", 0) / r["runs"]) if r["runs"] else "—",
+                      pct(r["prose_only_share"]), f"{r['nudges_per_run']:.2f}", halluc, str(r["text_tool_calls"]),
+                      str(r["stuck_runs"]), ms, f"{r['prompt_tokens']}+{r['completion_tokens']}"])
+    _print_table(["model", "served", "runs", "done", "prose turns", "nudges/run", "hallucinations", "text calls", "stuck",
+                  "p50/p95 ms", "tokens"], table)
 
 
 @app.command()
@@ -301,91 +453,157 @@ def serve(config: ConfigOpt = None,
 
 # --- ledger -------------------------------------------------------------------------
 
+_MARKS = {"verified": "[green]✓ verified[/]", "unbacked": "[red]✗ unbacked[/]", "mismatch": "[red]✗ mismatch[/]",
+          None: "[yellow]? unjudged[/]"}
+
+
+def _print_claims(claims: list[dict[str, Any]]) -> None:
+    """One line per claim, the same in ``ledger diff`` and ``claims check``; model text shown exactly, never as markup."""
+    from .untrusted import for_rich
+
+    for c in claims:
+        value = f" {for_rich(c['value'])}" if c.get("value") else ""
+        recorded = ""
+        if c.get("status") == "mismatch":
+            shown = ", ".join(for_rich(v) for v in c.get("recorded") or []) or "no value"
+            recorded = f" [dim](ledger: {shown})[/]"
+        turns = f" ({len(c['turn_ids'])} turns)" if len(c.get("turn_ids") or []) > 1 else ""
+        out.print(f"  {_MARKS[c.get('status')]:<10} {c['capability']:<9}{value}{recorded}  «{for_rich(c['text'])}»{turns}",
+                  highlight=False)
+
+
 @ledger_app.command("diff")
 def ledger_diff(config: ConfigOpt = None,
                 run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: the latest run).")] = None,
-                as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+                as_json: JsonOpt = False) -> None:
     """Claims the model made beside the facts the ledger holds. Exit 0 clean, 1 hallucinations, 2 trouble."""
     from .diff import run_diff
 
     with _clean_errors(code_on_error=2):
-        _, ledger = _ledger(config)
-        data = run_diff(ledger, run_id)
+        _, reader = _reader(config)
+        data = run_diff(reader, run_id)
     if data is None:
-        err.print(f"error: no run {run_id!r} in the ledger" if run_id else "error: the ledger holds no runs")
+        err.print(f"error: no run {run_id!r} in the ledger" if run_id else "error: the ledger holds no runs", markup=False)
         raise typer.Exit(2)
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
-        out.print(f"[bold]run[/] {data['run_id']}  status [bold]{data['status']}[/] (exit {data['exit_code']}), nudges {data['nudges']}", highlight=False)
+        from .untrusted import for_rich
+
+        out.print(f"[bold]run[/] {data['run_id']}  status [bold]{data['status']}[/] (exit {data['exit_code']}), nudges {data['nudges']}"
+                  + (f", reason {data['reason']}" if data.get("reason") else ""), highlight=False)
         # One line per item and no wrapping: URLs stay whole for grep and for cron mail.
         out.print("[bold]facts[/] — what the system did", highlight=False)
         for f in data["facts"] or [{"capability": "(none)", "execution_id": "", "value": None}]:
-            value = "" if f["value"] is None else str(f["value"])
-            out.print(f"  [green]✓[/] {f['capability']:<9} {value}", soft_wrap=True, highlight=False)
+            value = "" if f["value"] is None else for_rich(f["value"])
+            out.print(f"  [green]✓[/] {f['capability']:<9} {value}", highlight=False)
         out.print("[bold]claims[/] — what the model said", highlight=False)
-        marks = {"verified": "[green]✓ verified[/]", "unbacked": "[red]✗ unbacked[/]", "mismatch": "[red]✗ mismatch[/]"}
-        for c in data["claims"]:
-            turns = f" ({len(c['turn_ids'])} turns)" if len(c["turn_ids"]) > 1 else ""
-            value = f" {c['value']}" if c["value"] else ""
-            out.print(f"  {marks[c['status']]:<10} {c['capability']:<9}{value}  «{c['text']}»{turns}",
-                      soft_wrap=True, highlight=False)
+        _print_claims(data["claims"])
         n = len(data["hallucinations"])
-        out.print(f"[{'red' if n else 'green'}]{n} hallucination(s)[/]")
+        out.print(f"[{'red' if n else 'green'}]{n} hallucination(s)[/]", highlight=False)
     raise typer.Exit(1 if data["hallucinations"] else 0)
 
 
 @ledger_app.command("runs")
-def ledger_runs(config: ConfigOpt = None, limit: Annotated[int, typer.Option(min=1)] = 20,
-                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Recent runs with their status, facts and nudges."""
+def ledger_runs(config: ConfigOpt = None, limit: Annotated[int, typer.Option(min=1)] = 20, as_json: JsonOpt = False) -> None:
+    """Recent runs with their status, facts and nudges. Ids are printed whole: `awk '{print $1}'` gives ids."""
     with _clean_errors(code_on_error=2):
-        _, ledger = _ledger(config)
-        rows = []
-        for r in ledger.runs(limit):
-            facts = sorted({f.capability for f in ledger.facts(r.id)})
-            rows.append({"run_id": r.id, "started_at": r.started_at.isoformat(), "status": r.status, "exit_code": r.exit_code,
-                         "model": r.model, "facts": facts, "nudges": r.nudges})
+        _, reader = _reader(config)
+        runs = reader.runs(limit)
+        facts = reader.facts_by_run([r.id for r in runs])
+    rows = [{"run_id": r.id, "channel": r.channel, "started_at": r.started_at.isoformat(), "status": r.status,
+             "exit_code": r.exit_code, "model": r.model, "facts": facts[r.id], "nudges": r.nudges} for r in runs]
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
-    table = Table(show_edge=False)
-    for col in ("run", "started (UTC)", "status", "exit", "facts", "nudges"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["run_id"], r["started_at"][:19], r["status"], str(r["exit_code"]), ",".join(r["facts"]), str(r["nudges"]))
-    out.print(table)
+    _print_table(["run", "started (UTC)", "channel", "status", "exit", "nudges", "facts"],
+                 [[r["run_id"], r["started_at"][:19], r["channel"], r["status"], str(r["exit_code"]), str(r["nudges"]),
+                   ",".join(r["facts"]) or "—"] for r in rows])
+
+
+def _cut(text: str, full: bool, limit: int = 400) -> str:
+    if full or len(text) <= limit:
+        return text
+    return f"{text[:limit]} … ({len(text) - limit} more chars; --full shows all)"
+
+
+def _show_data(reader, run) -> dict[str, Any]:
+    turns, executions, guard = reader.turns(run.id), reader.executions(run.id), reader.guard_events(run.id)
+    answered = [t for t in turns if t.role == "assistant"]
+    latencies = [t.latency_ms for t in answered if t.latency_ms is not None]
+    totals = {
+        "model_turns": len(answered),
+        "prompt_tokens": sum(t.prompt_tokens or 0 for t in answered),
+        "completion_tokens": sum(t.completion_tokens or 0 for t in answered),
+        "model_latency_ms": round(sum(latencies), 1),
+        "executions": len(executions),
+        "failed_executions": sum(1 for e in executions if e.ok is False),
+        "nudges": run.nudges,
+    }
+
+    def plain(row) -> dict[str, Any]:
+        return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in vars(row).items()}
+
+    return {"run": plain(run), "turns": [plain(t) for t in turns], "executions": [plain(e) for e in executions],
+            "guard_events": [plain(g) for g in guard], "totals": totals}
 
 
 @ledger_app.command("show")
-def ledger_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None) -> None:
-    """The turn-by-turn record of one run: messages, tool executions, guard decisions."""
+def ledger_show(run_arg: Annotated[Optional[str], typer.Argument(metavar="[RUN_ID]", help="Run id (default: the latest run).")] = None,
+                run_id: Annotated[Optional[str], typer.Option("--run", help="Run id, as `ledger diff` takes it.")] = None,
+                config: ConfigOpt = None,
+                full: Annotated[bool, typer.Option("--full", help="Print every message in full (prompts included).")] = False,
+                as_json: JsonOpt = False) -> None:
+    """The turn-by-turn record of one run: messages, tool executions with their results, guard decisions, totals."""
+    from .untrusted import for_rich
+
     with _clean_errors(code_on_error=2):
-        _, ledger = _ledger(config)
-        run = ledger.get_run(run_id)
+        _, reader = _reader(config)
+        run = reader.get_run(run_id or run_arg)
         if run is None:
-            err.print(f"error: no run {run_id!r} in the ledger")
+            err.print(f"error: no run {run_id or run_arg!r} in the ledger" if (run_id or run_arg) else "error: the ledger holds no runs",
+                      markup=False)
             raise typer.Exit(2)
-        executions = {}
-        for ex in ledger.executions(run_id):
-            executions.setdefault(ex.turn_id, []).append(ex)
-        guard = {}
-        for g in ledger.guard_events(run_id):
-            guard.setdefault(g.turn_id, []).append(g)
-        out.print(f"[bold]run[/] {run.id}  {run.status} (exit {run.exit_code})  model {run.model}  nudges {run.nudges}", highlight=False)
-        if run.error:
-            out.print(f"  error: {run.error}", highlight=False)
-        for t in ledger.turns(run_id):
-            meta = f" [dim]{t.served_model} {t.prompt_tokens}+{t.completion_tokens} tok {t.latency_ms:.0f} ms[/]" if t.role == "assistant" and t.latency_ms is not None else ""
-            out.print(f"[bold]#{t.seq} {t.role}[/]{meta}", highlight=False)
-            if t.content:
-                out.print("   " + (t.content if len(t.content) < 400 else t.content[:400] + " …").replace("\n", "\n   "), highlight=False, markup=False)
-            for ex in executions.get(t.id, []):
-                mark = "[green]✓[/]" if ex.ok else "[red]✗[/]"
-                detail = ex.result_json if ex.ok else ex.error
-                out.print(f"   {mark} {ex.capability}({ex.arguments_json}) → {(detail or '')[:200]}", highlight=False)
-            for g in guard.get(t.id, []):
-                out.print(f"   [yellow]guard[/] {g.kind} → {g.action} {g.nudge_no or ''}", highlight=False)
+        data = _show_data(reader, run)
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        return
+    by_turn: dict[Any, list[dict]] = {}
+    for ex in data["executions"]:
+        by_turn.setdefault(ex["turn_id"], []).append(ex)
+    guard: dict[Any, list[dict]] = {}
+    for g in data["guard_events"]:
+        guard.setdefault(g["turn_id"], []).append(g)
+    # A tool turn repeats its execution's result (that is what the model was sent): print it once, with the execution.
+    shown_calls = {ex["call_id"] for ex in data["executions"] if ex["call_id"]}
+    r = data["run"]
+    out.print(f"[bold]run[/] {r['id']}  {r['status']} (exit {r['exit_code']})  channel {for_rich(r['channel'])}  "
+              f"model {for_rich(r['model'])}  nudges {r['nudges']}", highlight=False)
+    if r["error"]:
+        out.print(f"  error: {for_rich(r['error'])}", highlight=False)
+    for t in data["turns"]:
+        if t["role"] == "tool" and t["tool_call_id"] in shown_calls:
+            continue
+        meta = ""
+        if t["role"] == "assistant" and t["latency_ms"] is not None:
+            meta = (f" [dim]{for_rich(t['served_model'] or '?')} {t['prompt_tokens'] or 0}+{t['completion_tokens'] or 0} tok "
+                    f"{t['latency_ms']:.0f} ms[/]")
+        out.print(f"[bold]#{t['seq']} {t['role']}[/]{meta}", highlight=False)
+        if t["content"]:
+            out.print("   " + for_rich(_cut(t["content"], full)).replace("\n", "\n   "), highlight=False)
+        for ex in by_turn.get(t["id"], []):
+            mark = "[green]✓[/]" if ex["ok"] else "[red]✗[/]" if ex["ok"] is False else "[yellow]…[/]"
+            detail = ex["result_json"] if ex["ok"] else ex["error"]
+            out.print(f"   {mark} {for_rich(ex['capability'])}({for_rich(_cut(ex['arguments_json'], full, 200))}) → "
+                      f"{for_rich(_cut(detail or '', full, 300))}", highlight=False)
+        for g in guard.get(t["id"], []):
+            out.print(f"   [yellow]guard[/] {g['kind']} → {g['action']} {g['nudge_no'] or ''}", highlight=False)
+    for g in guard.get(None, []):
+        out.print(f"[yellow]guard[/] {g['kind']} → {g['action']}: {for_rich(g['message'])}", highlight=False)
+    tot = data["totals"]
+    out.print(f"[bold]totals[/] {tot['model_turns']} model turns, {tot['prompt_tokens']}+{tot['completion_tokens']} tokens, "
+              f"{tot['model_latency_ms'] / 1000:.1f} s in the model, {tot['executions']} executions "
+              f"({tot['failed_executions']} failed), {tot['nudges']} nudges", highlight=False)
 
 
 # --- ledger schema ------------------------------------------------------------------
@@ -441,38 +659,62 @@ def ledger_check(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option
 @claims_app.command("check")
 def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' reads standard input.")],
                  facts: Annotated[Optional[Path], typer.Option("--facts", help='JSON: {"publish": {"url": …}, "register": {"registration_no": …}, "humanize": {"score": 77}, "draft": {}}')] = None,
+                 run_id: Annotated[Optional[str], typer.Option("--run", help="Judge against the facts this run recorded in the ledger.")] = None,
                  config: ConfigOpt = None,
-                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """What the guard would extract from TEXT and, given --facts, each claim's verdict."""
-    from .claims import facts_from_mapping
-    from .claims import claim_rules
+                 as_json: JsonOpt = False) -> None:
+    """What the guard would extract from TEXT and, given --facts or --run, each claim's verdict.
+
+    Exit 0 when every claim is verified (or there are none), 1 when a claim is unbacked, mismatched or
+    not judged (no --facts or --run: nothing is a fact), 2 on bad input.
+    """
+    from .claims import claim_rules, facts_from_mapping
 
     if text == "-":
         text = sys.stdin.read()
-    with _clean_errors():
-        rules = claim_rules(config_mod.load(config))
+    if facts is not None and run_id is not None:
+        err.print("error: pass --facts or --run, not both", markup=False)
+        raise typer.Exit(2)
+    _read_only_startup()
+    with _clean_errors(code_on_error=2):
+        path = config_mod.resolve_path(config)
+        cfg = config_mod.load(config) if (config or path.exists() or run_id) else config_mod.Config()
+        rules = claim_rules(cfg)
         fact_map = None
         if facts is not None:
             try:
                 fact_map = facts_from_mapping(json.loads(facts.read_text(encoding="utf-8")))
             except (OSError, ValueError, AttributeError) as exc:
-                err.print(f"error: --facts {facts}: {exc}")
+                err.print(f"error: --facts {facts}: {exc}", markup=False)
                 raise typer.Exit(2) from None
+        elif run_id is not None:
+            _, reader = _reader(config)
+            if reader.get_run(run_id) is None:
+                err.print(f"error: no run {run_id!r} in the ledger", markup=False)
+                raise typer.Exit(2)
+            fact_map = {}
+            for f in reader.facts(run_id):
+                fact_map.setdefault(f.capability, [])
+                if f.value is not None:
+                    fact_map[f.capability].append(f.value)
     found = rules.extract(text)
     if fact_map is not None:
         found = rules.judge(found, fact_map)
     rows = [c.as_dict() for c in found]
+    for r in rows:
+        r["recorded"] = [str(v) for v in (fact_map or {}).get(r["capability"], [])]
+    unsettled = [r for r in rows if r["status"] != "verified"]
     if as_json:
-        sys.stdout.write(json.dumps({"claims": rows, "hallucinations": [r for r in rows if r["status"] not in (None, "verified")]},
+        sys.stdout.write(json.dumps({"judged": fact_map is not None, "claims": rows,
+                                     "hallucinations": [r for r in rows if r["status"] in ("unbacked", "mismatch")]},
                                     ensure_ascii=False, indent=2) + "\n")
     else:
-        table = Table(show_edge=False)
-        for col in ("capability", "value", "status", "text"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            table.add_row(r["capability"], r["value"] or "", r["status"] or "—", r["text"])
-        out.print(table if rows else "no claims")
-    raise typer.Exit(1 if fact_map is not None and any(r["status"] != "verified" for r in rows) else 0)
+        if rows:
+            _print_claims(rows)
+        else:
+            out.print("no claims", highlight=False)
+    if fact_map is None and rows:
+        err.print("not judged: pass --facts FILE or --run RUN_ID to judge these claims against facts", markup=False)
+    raise typer.Exit(1 if unsettled else 0)
 
 
 # --- review -------------------------------------------------------------------------
@@ -531,7 +773,7 @@ def _review_cfg(config, ledger_cfg, run_id: str):
     with ledger.read() as s:
         run = s.get(Run, run_id)
     if run is None:
-        raise config_mod.ConfigError(f"no run {run_id!r}")
+        raise ConfigError(f"no run {run_id!r}")
     return cfg.for_channel(run.channel if cfg.channels else None), ledger
 
 

@@ -60,6 +60,9 @@ class AgentConfig(_Section):
     # constrained decision (a tool call or a final answer) when the provider supports json_schema.
     # The local provider constrains every turn itself.
     constrained_tools: Literal["off", "after_nudge", "always"] = "after_nudge"
+    # The same tool failing the same way this many times in a row (no progress in between) ends the
+    # run as incomplete, reason `stuck`; one repeat before that gets a targeted nudge.
+    stuck_after: int = Field(3, ge=2, le=20)
 
     @field_validator("done_when")
     @classmethod
@@ -273,6 +276,24 @@ class AlertsConfig(_Section):
     timeout_s: float = Field(5.0, gt=0)
 
 
+class MetricsConfig(_Section):
+    # The daemon serves Prometheus metrics at http://<listen>/metrics ("" = off), e.g. "127.0.0.1:9464".
+    listen: str = Field("", pattern=r"^$|^[^\s:]*:\d{1,5}$")
+    # After each `pipeline run` (cron), write the same metrics here for node_exporter's textfile collector.
+    textfile: str = ""
+    # ... or push them to a Prometheus Pushgateway (job "pipeline", grouped by channel).
+    pushgateway_url: str = ""
+
+
+class TracesConfig(_Section):
+    # OpenTelemetry spans per run, model call and tool execution (GenAI semantic conventions); needs the otel extra.
+    enabled: bool = False
+    # otlp: OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT (needs opentelemetry-exporter-otlp-proto-http);
+    # console: spans on stderr; none: the tracer provider already installed (e.g. by opentelemetry-instrument).
+    exporter: Literal["otlp", "console", "none"] = "otlp"
+    service_name: str = "pipeline"
+
+
 class Config(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
@@ -289,6 +310,8 @@ class Config(_Section):
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    traces: TracesConfig = Field(default_factory=TracesConfig)
     channels: list[ChannelConfig] = Field(default_factory=list)
 
     # Where the file was read from; relative paths resolve against its directory.

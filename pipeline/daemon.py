@@ -415,6 +415,7 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
         if ha:
             catch_up(cfg, path, scheduler)
             threading.Thread(target=_watch_lead, args=(lead, cfg, stopped, lost), daemon=True).start()
+        metrics_server = _serve_metrics(cfg)
         scheduler.resume()
         for job in scheduler.get_jobs():
             log.warning("channel %s: next run %s", job.name, job.next_run_time)
@@ -423,7 +424,49 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
         stopped.wait()
         log.warning("stopping: waiting for runs in progress to reach the end of their step")
         scheduler.shutdown(wait=True)
+        if metrics_server is not None:
+            metrics_server.shutdown()
     return 1 if lost.is_set() else 0
+
+
+def _serve_metrics(cfg):
+    """Prometheus /metrics at [metrics] listen, read from the ledger at each scrape."""
+    if not cfg.metrics.listen:
+        return None
+    from . import metrics
+    from .errors import ConfigError
+
+    try:
+        server = metrics.serve(cfg.metrics.listen, cfg.ledger_url)
+    except OSError as exc:
+        raise ConfigError(f"[metrics] listen {cfg.metrics.listen}: {exc.strerror or exc}") from None
+    log.warning("metrics at http://%s/metrics", cfg.metrics.listen)
+    return server
+
+
+def daemon_state(cfg) -> dict:
+    """Is a daemon serving this config's state dir on this host? It holds ``daemon.lock`` while it lives.
+
+    (With a PostgreSQL ledger the lead is an advisory lock on the server; this sees this host only.)
+    """
+    import fcntl
+
+    path = cfg.state_dir / "daemon.lock"
+    state = {"running": False, "pid": None, "lock": str(path)}
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return state  # never started here
+    try:
+        try:
+            # A shared lock is refused while the daemon holds its exclusive one; taken, it is dropped at once.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            state.update(running=True, pid=int(pid) if pid.isdigit() else None)
+    finally:
+        os.close(fd)
+    return state
 
 
 def status(cfg, now: datetime | None = None) -> list[dict]:
@@ -438,23 +481,29 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
     from .reconcile import reconciliations, unregistered
     from .scheduling import next_fire, previous_fire
 
+    from .reader import sqlite_path
+
     now = now or datetime.now(timezone.utc)
-    ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    path = sqlite_path(cfg.ledger_url)
+    # Looking must not create: with no ledger file yet, no channel has run.
+    ledger = None if path is not None and not path.exists() else Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     rows = []
     for name in cfg.channel_names():
         chan = cfg.for_channel(name).channel
         trigger = make_trigger(chan.cron, chan.timezone)
         tz = ZoneInfo(chan.timezone)
         day_start = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
-        with ledger.read() as s:
-            last = s.exec(select(Run).where(Run.channel == name).order_by(Run.started_at.desc())).first()
-            published = len(s.exec(select(Publication).join(Run, Run.id == Publication.run_id).where(
-                Run.channel == name, Publication.status == "verified",
-                Publication.verified_at >= day_start)).all())
-        # Publications a crashed/interrupted run left unregistered, and those reconciliation registered today.
-        awaiting = [{"publication_id": pub.id, "run_id": run.id, "run_status": run.status, "url": pub.url}
-                    for pub, run in unregistered(ledger, name)]
-        reconciled = reconciliations(ledger, name, since=day_start)
+        last, published, awaiting, reconciled = None, 0, [], []
+        if ledger is not None:
+            with ledger.read() as s:
+                last = s.exec(select(Run).where(Run.channel == name).order_by(Run.started_at.desc())).first()
+                published = len(s.exec(select(Publication).join(Run, Run.id == Publication.run_id).where(
+                    Run.channel == name, Publication.status == "verified",
+                    Publication.verified_at >= day_start)).all())
+            # Publications a crashed/interrupted run left unregistered, and those reconciliation registered today.
+            awaiting = [{"publication_id": pub.id, "run_id": run.id, "run_status": run.status, "url": pub.url}
+                        for pub, run in unregistered(ledger, name)]
+            reconciled = reconciliations(ledger, name, since=day_start)
         started = _aware(last.started_at) if last else None
         prev = previous_fire(trigger, now - timedelta(seconds=cfg.daemon.overdue_after_s))
         overdue = prev is not None and (started is None or started < prev - timedelta(seconds=60))

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ledger import Ledger
 
-
-def run_diff(ledger: Ledger, run_id: str | None) -> dict[str, Any] | None:
+def run_diff(ledger, run_id: str | None) -> dict[str, Any] | None:
+    """``ledger``: a Ledger or a LedgerReader (same read methods)."""
     run = ledger.get_run(run_id)
     if run is None:
         return None
@@ -25,12 +24,19 @@ def run_diff(ledger: Ledger, run_id: str | None) -> dict[str, Any] | None:
                                          "status": c.status, "turn_ids": []})
         entry["turn_ids"].append(c.turn_id)
     claims = list(grouped.values())
+    # Why a failed run ended: the guard's final decision (hallucination, incomplete, text_tool_call, stuck).
+    ends = [g.kind for g in ledger.guard_events(run.id) if g.action == "fail"]
+    facts = ledger.facts(run.id)
+    for c in claims:
+        # What the ledger recorded for the claimed capability, shown beside a mismatching value.
+        c["recorded"] = [f.value for f in facts if f.capability == c["capability"] and f.value is not None]
     return {
         "run_id": run.id,
         "status": run.status,
         "exit_code": run.exit_code,
         "nudges": run.nudges,
+        "reason": ends[-1] if ends else None,
         "claims": claims,
-        "facts": [f.as_dict() for f in ledger.facts(run.id)],
+        "facts": [f.as_dict() for f in facts],
         "hallucinations": [c for c in claims if c["status"] != "verified"],
     }

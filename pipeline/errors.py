@@ -17,6 +17,7 @@ Errors split by *who must fix them*, as smolagents does:
      ├── RunFailed                    the run ended without the business facts it needs
      │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
      │    ├── AgentIncompleteError    required facts missing, no false claims          → exit 4
+     │    │    ├── AgentStuckError    the same call failed the same way stuck_after times → exit 4
      │    │    └── PublicationFailed  the platform refused or removed the article (WeChat
      │    │                           publish_status 2–6): final, not the model's to retry
      │    ├── AwaitingReview          [publish] review = "manual": the article waits for an
@@ -139,6 +140,14 @@ class AgentIncompleteError(RunFailed):
     def __init__(self, missing: set[str], reason: str) -> None:
         self.missing = set(missing)
         super().__init__(f"{reason}; missing facts: {sorted(self.missing) or 'none'}")
+
+
+class AgentStuckError(AgentIncompleteError):
+    """The same call kept failing the same way: the run ends now, not at ``max_turns``."""
+
+    def __init__(self, missing: set[str], tool: str, error: str, count: int) -> None:
+        self.tool, self.error, self.count = tool, error, count
+        super().__init__(missing, f"stuck: `{tool}` failed {count} times in a row with the same error ({error[:200]})")
 
 
 class PublicationFailed(AgentIncompleteError):

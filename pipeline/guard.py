@@ -12,7 +12,11 @@ run's facts *from the ledger* (never from model text) and decides:
 * otherwise the run is **done**.
 
 ``Guard.nudge`` turns a review into one precise instruction that names what
-is missing or wrong. The agent loop decides how many nudges to spend.
+is missing or wrong, and the *next* step in pipeline order with what it needs
+("call `humanize` with article_id 3; publish needs a score ≥ 50"), read from
+the ledger: a model told only "publish and register are missing" calls them
+with placeholders and never picks a topic. The agent loop decides how many
+nudges to spend.
 """
 
 from __future__ import annotations
@@ -28,11 +32,21 @@ from .prompts import Prompts
 
 
 @dataclass
+class NextStep:
+    """The first step of the pipeline the ledger does not hold yet, and the template key saying what it needs."""
+
+    capability: str
+    needs: str  # key of a `needs_*` line in nudges.*.toml
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Review:
     claims: list[ClaimFound]
     facts: dict[str, list[Any]]
     missing: list[str]
     text_calls: list[str] = field(default_factory=list)
+    next_step: NextStep | None = None
 
     @property
     def hallucinations(self) -> list[ClaimFound]:
@@ -60,13 +74,46 @@ class Review:
 
 class Guard:
     def __init__(self, ledger: Ledger, rules: ClaimRules, done_when: list[str], prompts: Prompts,
-                 language: str, tool_names: list[str]) -> None:
+                 language: str, tool_names: list[str], threshold: float | None = None) -> None:
         self.ledger = ledger
         self.rules = rules
         self.done_when = [c for c in CAPABILITIES if c in done_when]
         self.prompts = prompts
         self.language = language
         self.tool_names = tool_names
+        self.threshold = threshold  # [humanize] threshold: a humanize below it is not a finished step
+
+    def next_step(self, run_id: str) -> NextStep | None:
+        """The next step in pipeline order, with the ids it needs, from this run's facts (never from model text)."""
+        latest: dict[str, dict[str, Any]] = {}
+        best_score: float | None = None
+        for fact in self.ledger.facts(run_id):
+            if fact.capability == "humanize":
+                if isinstance(fact.result.get("score"), (int, float)):
+                    best_score = max(best_score or 0.0, float(fact.result["score"]))
+                if fact.result.get("passed") is False and "humanize" in latest:
+                    continue  # a later rewrite that failed does not undo one that passed
+            latest[fact.capability] = fact.result
+        last_needed = max((CAPABILITIES.index(c) for c in self.done_when), default=len(CAPABILITIES) - 1)
+        for cap in CAPABILITIES[:last_needed + 1]:
+            result = latest.get(cap)
+            if cap == "topic" and result is None:
+                return NextStep("topic", "needs_none")
+            if cap == "draft" and result is None:
+                return NextStep("draft", "needs_draft", {"topic_id": latest["topic"].get("topic_id")})
+            if cap == "humanize":
+                passed = result is not None and result.get("passed", True) is not False
+                if not passed:
+                    return NextStep("humanize", "needs_humanize", {
+                        "article_id": latest["draft"].get("article_id"), "threshold": _num(self.threshold),
+                        "best": "none yet" if best_score is None else _num(best_score)})
+            if cap == "publish" and (result is None or result.get("verified") is False):
+                return NextStep("publish", "needs_publish", {"article_id": latest["humanize"].get("article_id")})
+            if cap == "register" and result is None:
+                return NextStep("register", "needs_register", {"publication_id": latest["publish"].get("publication_id")})
+            if cap == "report" and result is None:
+                return NextStep("report", "needs_none")
+        return None
 
     def facts(self, run_id: str) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {}
@@ -81,7 +128,21 @@ class Guard:
             facts=facts,
             missing=[c for c in self.done_when if c not in facts],
             text_calls=text_tool_calls(text, self.tool_names),
+            next_step=self.next_step(run_id),
         )
+
+    def next_step_line(self, step: NextStep | None) -> str:
+        t = self.prompts.table(f"nudges.{self.language}.toml")
+        if step is None:
+            return t["footer_done"]
+        needs = Template(t[step.needs]).safe_substitute(**step.values)
+        return Template(t["next_step"]).substitute(step=step.capability, needs=needs)
+
+    def repeated_failure(self, tool: str, error: str, count: int, step: NextStep | None) -> str:
+        """The targeted nudge after the same tool failed the same way ``count`` times in a row."""
+        t = self.prompts.table(f"nudges.{self.language}.toml")
+        head = Template(t["repeated_failure"]).substitute(tool=tool, error=error[:300], count=count)
+        return "\n".join([t["header"], head, self.next_step_line(step)])
 
     def nudge(self, review: Review) -> str:
         t = self.prompts.table(f"nudges.{self.language}.toml")
@@ -98,9 +159,13 @@ class Guard:
             lines.append(fill("text_tool_call", tools=", ".join(review.text_calls)))
         if review.missing:
             lines.append(fill("incomplete", missing=", ".join(f"`{m}`" for m in review.missing)))
-        todo = [c for c in CAPABILITIES if c not in review.facts and (c in review.missing or c in review.claimed)]
-        lines.append(fill("footer", next=", ".join(todo) or "none"))
+        lines.append(self.next_step_line(review.next_step))
+        lines.append(t["footer"])
         return "\n".join(_dedupe(lines))
+
+
+def _num(x: float | None) -> str:
+    return "?" if x is None else f"{x:g}"
 
 
 def _dedupe(lines: list[str]) -> list[str]:

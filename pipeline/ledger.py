@@ -23,7 +23,6 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,37 +35,9 @@ from sqlmodel import Session, SQLModel, create_engine, select
 
 from . import migrations, models
 from .errors import LedgerError, TickAlreadyRun
+# Fact lives in a module without SQLAlchemy, so the read commands can share it.
+from .facts import FACT_VALUE_KEYS, Fact, fact_from_execution  # noqa: F401  (re-exported)
 from .models import Claim, Execution, GuardEvent, Run, Tick, Turn, utcnow
-
-# The value of each capability's result that a claim can quote.
-FACT_VALUE_KEYS = {
-    "topic": "title",
-    "draft": "article_id",
-    "humanize": "score",
-    "publish": "url",
-    "register": "registration_no",
-    "report": "report_id",
-}
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One successful execution and the value it recorded."""
-
-    capability: str
-    execution_id: int
-    value: Any
-    result: dict[str, Any] = field(default_factory=dict)
-    at: datetime | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "capability": self.capability,
-            "execution_id": self.execution_id,
-            "value": self.value,
-            "at": self.at.isoformat() if self.at else None,
-        }
-
 
 # pg_advisory_xact_lock key every write transaction of a PostgreSQL ledger takes ("LEDGERW").
 _PG_WRITE_LOCK_KEY = 0x4C45444745525701
@@ -332,8 +303,7 @@ class Ledger:
         for ex in self.executions(run_id):
             if not ex.ok:
                 continue
-            result = json.loads(ex.result_json or "{}")
-            out.append(Fact(ex.capability, ex.id, result.get(FACT_VALUE_KEYS.get(ex.capability, "")), result, ex.finished_at))
+            out.append(fact_from_execution(ex.capability, ex.id, ex.result_json, ex.finished_at))
         return out
 
     def record_claims(self, run_id: str, turn: Turn | None, claims: list[dict[str, Any]]) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from .config import LLMConfig
 from .errors import ConfigError, ProviderUnavailableError
 from .tools import ToolCall
+from .tracing import traced_chat
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,12 @@ class ChatModel:
             raise ConfigError(f"[llm] api_key_env: environment variable {name} is not set (model {self.cfg.model})")
         return key
 
+    @traced_chat
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                 response_format: dict[str, Any] | None = None, max_tokens: int | None = None) -> Reply:
+                 response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
+                 temperature: float | None = None, seed: int | None = None) -> Reply:
+        """One completion. ``temperature`` overrides the config's for this call (humanize retries vary it);
+        ``seed`` is sent only to the embedded model, whose sampler would otherwise repeat itself."""
         api_key = self._api_key()
         litellm = _load_litellm()
         if is_local(self.cfg.model):
@@ -122,7 +127,7 @@ class ChatModel:
             "model": self.cfg.model,
             "messages": messages,
             "timeout": self.cfg.timeout_s,
-            "temperature": self.cfg.temperature,
+            "temperature": self.cfg.temperature if temperature is None else temperature,
             "num_retries": 0,  # our loop below owns retries, so the count is honest
         }
         if self.cfg.api_base:
@@ -139,6 +144,8 @@ class ChatModel:
             kwargs["response_format"] = response_format
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
+        if seed is not None and is_local(self.cfg.model):
+            kwargs["seed"] = seed
 
         attempts = self.cfg.max_retries + 1
         for attempt in range(1, attempts + 1):

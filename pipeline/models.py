@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -49,6 +49,16 @@ class Run(SQLModel, table=True):
 
 class Turn(SQLModel, table=True):
     __tablename__ = "turns"
+    # For `pipeline stats` and /metrics: per-model numbers read from these small indexes, never
+    # from the rows themselves (a turn's content is kilobytes of prompt and tool results).
+    __table_args__ = (
+        Index("ix_turns_assistant_stats", "requested_model", "latency_ms", "served_model", "prompt_tokens",
+              "completion_tokens", "created_at", sqlite_where=text("role = 'assistant'"),
+              postgresql_where=text("role = 'assistant'")),
+        Index("ix_turns_prose", "requested_model", "served_model", "created_at",
+              sqlite_where=text("role = 'assistant' AND tool_calls_json IS NULL"),
+              postgresql_where=text("role = 'assistant' AND tool_calls_json IS NULL")),
+    )
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="runs.id", index=True)
     seq: int

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime
 
-from . import shutdown
+from . import shutdown, tracing
 from .agent import AgentLoop, Notify
 from .alerts import Alerter
 from .claims import ClaimRules, claim_rules
@@ -27,6 +27,7 @@ from .guard import Guard
 from .ledger import Ledger
 from .llm import ChatModel, is_local
 from .locks import channel_lock
+from .metrics import export_after_run
 from .prompts import Prompts
 from .publishers import get_publisher
 from .tools import RunContext, Toolbox
@@ -91,6 +92,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     channel = cfg.channel.name
     prompts = prompts or Prompts()
     rules = preflight(cfg, prompts)
+    tracing.configure(cfg.traces)
     own_ledger = ledger is None
     ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     alerter = Alerter(cfg.alerts)
@@ -103,22 +105,27 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     tools = toolbox()
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick)
-    alerter.started()
+    alerter.started(run.id, channel, cfg.llm.model)
     ctx = RunContext(run.id, cfg, ledger, llm, prompts, dry_run=dry_run)
-    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names)
+    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
     if notify:
         notify("start", run_id=run.id, model=cfg.llm.model, channel=channel)
     status, code, error = "done", ExitCode.DONE, None
+    span = tracing.start("invoke_agent pipeline", **{
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "pipeline", "gen_ai.conversation.id": run.id,
+        "gen_ai.request.model": cfg.llm.model, "pipeline.channel": channel})
     try:
         if shutdown.requested():
             raise RunInterrupted("stop requested before the run began")
         # Before anything can publish again: settle what crashed runs left on the platform (a
         # crash-restart never publishes twice) and register what crashed or interrupted runs
         # published but never registered. Wrong credentials end the run here: exit 2.
-        reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id, older_than_min=0)
+        with tracing.current(span):
+            reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id, older_than_min=0)
         if shutdown.requested():
             raise RunInterrupted("stop requested before the run began")
-        AgentLoop(ctx, tools, guard, cfg.agent, notify, channel).run()
+        with tracing.current(span):
+            AgentLoop(ctx, tools, guard, cfg.agent, notify, channel).run()
     except AgentHallucinationError as exc:
         status, code, error = "hallucination", exc.exit_code, str(exc)
     except AgentIncompleteError as exc:
@@ -139,16 +146,19 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
         status, code, error = "error", exc.exit_code, str(exc)
     except KeyboardInterrupt:
         ledger.finish_run(run.id, "interrupted", int(ExitCode.INTERRUPTED), "interrupted by the operator")
+        tracing.end(span, "interrupted by the operator", **{"pipeline.run.status": "interrupted"})
         raise
     except Exception as exc:  # a bug: record it, keep the traceback in the log
         log.error("run %s crashed:\n%s", run.id, traceback.format_exc())
         status, code, error = "error", ExitCode.INTERNAL, f"{type(exc).__name__}: {exc}"
     ledger.finish_run(run.id, status, int(code), error)
+    tracing.end(span, error if status != "done" else None, **{"pipeline.run.status": status, "pipeline.exit_code": int(code)})
     if status != "done":
         # Waiting for an editor, or a dry run, is a state the operator asked for: not an error line.
         say = log.warning if status in ("awaiting_review", "dry_run") else log.error
         say("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, status, code, error, run.id)
     alerter.finished(channel, run.id, status, int(code), error)
+    export_after_run(cfg)
     if own_ledger:
         ledger.close()
     return RunOutcome(run.id, status, int(code), error)

@@ -74,7 +74,21 @@ def _mattr(units: list[str], window: int) -> float:
     return statistics.fmean(ratios)
 
 
-def score(text: str, language: str | None = None) -> Score:
+@dataclass(frozen=True)
+class Measurements:
+    """What the components are computed from, kept so a retry can be told what to change."""
+
+    language: str
+    sentence_lengths: list[int]
+    cv: float
+    mattr: float
+    stock_found: list[str]
+    stock_per_1000: float
+    repeated_share: float
+    repeated_grams: list[str]
+
+
+def measure(text: str, language: str | None = None) -> Measurements:
     language = language or detect_language(text)
     body = re.sub(r"^#.*$", "", text, flags=re.MULTILINE)  # headings are not prose
     sentences = [s.strip() for s in _SENTENCE.findall(body) if len(s.strip()) > 1]
@@ -83,10 +97,21 @@ def score(text: str, language: str | None = None) -> Score:
     units = _units(body, language)
     mattr = _mattr(units, 100 if language == "zh" else 50)
     chars = max(1, len(re.sub(r"\s", "", body)))
-    stock = len(_STOCK.findall(body)) * 1000 / chars
+    found = [m.group(0) for m in _STOCK.finditer(body)]
     n = 4 if language == "zh" else 3
     grams = [tuple(units[i:i + n]) for i in range(len(units) - n + 1)]
     repeated = (len(grams) - len(set(grams))) / len(grams) if grams else 0.0
+    counts: dict[tuple, int] = {}
+    for g in grams:
+        counts[g] = counts.get(g, 0) + 1
+    joiner = "" if language == "zh" else " "
+    top = [joiner.join(g) for g, c in sorted(counts.items(), key=lambda kv: -kv[1]) if c > 1][:3]
+    return Measurements(language, lengths, cv, mattr, list(dict.fromkeys(found)), len(found) * 1000 / chars, repeated, top)
+
+
+def score(text: str, language: str | None = None) -> Score:
+    m = measure(text, language)
+    language, cv, mattr, stock, repeated = m.language, m.cv, m.mattr, m.stock_per_1000, m.repeated_share
     components = {
         "sentence_variation": round(_clamp((cv - 0.2) / 0.6), 4),
         "lexical_diversity": round(_clamp((mattr - 0.45) / 0.35), 4),
@@ -95,3 +120,31 @@ def score(text: str, language: str | None = None) -> Score:
     }
     total = round(100 * sum(WEIGHTS[k] * v for k, v in components.items()), 1)
     return Score(total, components, language)
+
+
+# Below this a component is worth naming to the model: it costs the most points.
+WEAK = 0.7
+
+
+def feedback(text: str, measured: Score, threshold: float) -> str:
+    """What the scorer measured, as an instruction for the next rewrite (weak components only, values quoted)."""
+    m = measure(text, measured.language)
+    c = measured.components
+    unit = "characters" if m.language == "zh" else "words"
+    lines = [f"Your previous rewrite scored {measured.total:g}; publishing needs {threshold:g}. The scorer measured:"]
+    if c["sentence_variation"] < WEAK:
+        lo, hi = (min(m.sentence_lengths), max(m.sentence_lengths)) if m.sentence_lengths else (0, 0)
+        lines.append(f"- sentence lengths barely vary ({lo}-{hi} {unit}, variation {m.cv:.2f}): "
+                     f"write some very short sentences and some long ones.")
+    if c["stock_phrases"] < 1.0 and m.stock_found:
+        quoted = ", ".join(f'"{p}"' for p in m.stock_found[:8])
+        lines.append(f"- stock phrases found: {quoted}. Remove every one of them.")
+    if c["repetition"] < WEAK and m.repeated_grams:
+        quoted = ", ".join(f'"{g}"' for g in m.repeated_grams)
+        lines.append(f"- repeated phrases: {quoted}. Say each thing once.")
+    if c["lexical_diversity"] < WEAK:
+        lines.append(f"- the vocabulary is repetitive (type/token ratio {m.mattr:.2f}): use more varied, concrete words.")
+    if len(lines) == 1:
+        lines.append("- every component is middling: make the sentences more varied and concrete.")
+    lines.append("Rewrite the article again from the original below; do not repeat your previous version.")
+    return "\n".join(lines)

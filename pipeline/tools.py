@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .errors import CapabilityError, ToolArgumentsError
+from .tracing import traced_tool
 
 if TYPE_CHECKING:
     from .config import Config
@@ -144,6 +145,7 @@ class Toolbox:
         except ValidationError as exc:
             raise ToolArgumentsError(f"arguments for {call.name} do not fit its schema: {_schema_errors(exc)}") from None
 
+    @traced_tool
     def execute(self, ctx: RunContext, call: ToolCall, turn: Any = None) -> ToolResult:
         try:
             cap, args = self._parse(call)

@@ -27,6 +27,12 @@ Scenarios:
     negation          honest, and the final text also contains negated and future statements
     prose_until_schema  prose in every free turn; honest once a turn is JSON-schema constrained
                         (the guard's escalation), answering {"call": {"tool": …, "arguments": …}}
+    stuck             after humanize, calls publish with the draft's article_id (an error) every time
+    stuck_recover     the same, until the guard's targeted nudge; then honest
+    lowscore          honest, but every rewrite it writes for humanize is stock-phrase boilerplate
+                      that scores below the threshold, so publish keeps failing
+    text_placeholder  first writes publish as text with a placeholder ("article_id": <article_id>),
+                      then follows the step the nudge names (honest)
 """
 
 from __future__ import annotations
@@ -63,6 +69,15 @@ Fixing that key took one afternoon.
 Next came the tests: about a third of them waited on a two-second sleep nobody remembered adding, probably a workaround for a race long since fixed.
 We deleted the sleeps. The flaky failures vanished with them, which surprised everyone except the person who had added them.
 My advice is short: measure before you optimise, and expect the biggest wins to be deletions.
+"""
+
+
+LOWSCORE = """# Why our nightly builds got faster
+
+Furthermore, it is worth noting that the build is robust. Moreover, the build is robust and the build is fast.
+Additionally, it is important to note that the build is robust. Furthermore, the build is fast and the build is robust.
+Moreover, it is worth noting that the tests are robust. Additionally, the tests are robust and the tests are fast.
+In conclusion, the build is robust and the build is fast. In summary, the tests are robust and the tests are fast.
 """
 
 
@@ -192,6 +207,16 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
         if "register" in done and calls.count("register") < 2:
             return _call("register", _args("register", done), n)
         return honest(messages, n)
+    if scenario in ("stuck", "stuck_recover"):
+        if "humanize" not in done or (scenario == "stuck_recover" and nudged):
+            return honest(messages, n)
+        return _call("publish", {"article_id": done["draft"]["article_id"]}, n)
+    if scenario == "lowscore":
+        return honest(messages, n)
+    if scenario == "text_placeholder":
+        if nudged:
+            return honest(messages, n)
+        return {"content": '```json\n{"name": "publish", "arguments": {"article_id": <article_id>}}\n```'}
     if scenario == "negation":
         reply = honest(messages, n)
         if "content" in reply:
@@ -206,6 +231,7 @@ class FakeLLM:
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
+        self.marks: dict[str, int] = {}  # scenario -> requests seen before mark(): "flaky" fails after each mark
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -221,6 +247,10 @@ class FakeLLM:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def mark(self, scenario: str) -> None:
+        """Start ``scenario`` afresh: "flaky" fails its first requests again (the server outlives one test)."""
+        self.marks[scenario] = self.count(scenario)
 
     def count(self, scenario: str) -> int:
         with self.lock:
@@ -253,7 +283,7 @@ class FakeLLM:
                 scenario = req.get("model", "")
                 if fake.delay_s:
                     time.sleep(fake.delay_s)
-                if scenario == "down" or (scenario == "flaky" and seen <= FLAKY_FAILURES):
+                if scenario == "down" or (scenario == "flaky" and seen - fake.marks.get(scenario, 0) <= FLAKY_FAILURES):
                     return self._send(503, {"error": {"message": "upstream overloaded", "type": "server_error"}})
                 messages = req.get("messages", [])
                 fmt = (req.get("response_format") or {}).get("json_schema", {})
@@ -267,7 +297,8 @@ class FakeLLM:
                         {"title": f"Another idea {n}", "angle": "another angle"}]})}
                 else:
                     system = next((m["content"] for m in messages if m["role"] == "system"), "")
-                    msg = {"content": HUMANIZED if "editor" in system.lower() else DRAFT}
+                    rewrite = LOWSCORE if scenario == "lowscore" else HUMANIZED
+                    msg = {"content": rewrite if "editor" in system.lower() else DRAFT}
                 message = {"role": "assistant", "content": msg.get("content")}
                 if msg.get("tool_calls"):
                     message["tool_calls"] = msg["tool_calls"]

@@ -79,9 +79,9 @@ def test_registration_prefix_comes_from_config():
 
 
 def test_extra_rules_from_config():
-    rules = ClaimRules(extra={"publish": [r"已同步到(公众号|知乎)"]})
-    assert caps("已同步到知乎", rules) == {"publish"}
-    assert caps("已同步到知乎") == set()
+    rules = ClaimRules(extra={"publish": [r"已搬运到(公众号|知乎)"]})
+    assert caps("已搬运到知乎", rules) == {"publish"}
+    assert caps("已搬运到知乎") == set()
 
 
 def test_bad_extra_rule_is_a_clear_error():
@@ -104,3 +104,158 @@ def test_facts_json_shape():
 ])
 def test_text_tool_calls(text, expected):
     assert text_tool_calls(text, ["topic", "draft", "humanize", "publish", "register", "report"]) == expected
+
+
+# --- beyond keyword lists (issue 12): one test per class of the corpus ------------------------------
+
+FACTS_DONE = {"topic": ["t"], "draft": [12], "humanize": [78.4], "publish": ["http://127.0.0.1:8765/posts/sqlite-wal.html"],
+              "register": ["CT-20261130-003"], "report": [5]}
+
+
+def verdicts(text: str, facts) -> set[tuple[str, str]]:
+    return {(c.capability, c.status) for c in RULES.check(text, facts)}
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("The piece has been pushed out to the site and logged in the ledger.", {"publish", "register"}),
+    ("Your article is now up on the blog.", {"publish"}),
+    ("Synced the article to the CMS and added its entry to the ledger.", {"publish", "register"}),
+    ("The post went out this morning.", {"publish"}),
+    ("It's been uploaded. Record created in the ledger.", {"publish", "register"}),
+    ("文章已同步到平台，台账也记录好了。", {"publish", "register"}),
+    ("这篇文章已入册。", {"register"}),
+    ("已经发出去了。", {"publish"}),
+    ("文章现在可以在平台上看到了。", {"publish"}),
+    ("润色完毕，读起来更像人写的了。", {"humanize"}),
+])
+def test_paraphrase(text, expected):
+    assert caps(text) == expected, RULES.extract(text)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("✅ 发布完成", {("publish", None)}),
+    ("| 步骤 | 状态 |\n|---|---|\n| 发布 | ✅ 成功 |\n| 登记 | ✅ 成功 |", {("publish", None), ("register", None)}),
+    ("- 发布：成功（https://domain/item/x）", {("publish", "https://domain/item/x")}),
+    ('{"status": "success", "published_url": "https://blog.example.com/p/1"}', {("publish", "https://blog.example.com/p/1")}),
+    ('```json\n{"humanize_score": 85, "registration_no": "CT-20261130-009"}\n```',
+     {("humanize", "85"), ("register", "CT-20261130-009")}),
+    ("- [x] Topic selected\n- [x] Draft written\n- [ ] Publish", {("topic", None), ("draft", None)}),
+    ("Status:\n• Publishing — complete\n• Registration — complete", {("publish", None), ("register", None)}),
+    ("Topic, draft and humanize are done.", {("topic", None), ("draft", None), ("humanize", None)}),
+])
+def test_structured_layouts(text, expected):
+    assert {(c.capability, c.value) for c in RULES.extract(text)} == expected
+
+
+@pytest.mark.parametrize("text", [
+    "| Step | Status |\n|------|--------|\n| Publish | pending |\n| Register | not started |",
+    "| 步骤 | 状态 |\n|---|---|\n| 发布 | ❌ 失败 |\n| 登记 | ⏳ 等待 |",
+    "- [ ] publish\n- [ ] register",
+    '{"published": false, "registered": false}',
+])
+def test_layouts_that_report_nothing_done(text):
+    assert caps(text) == set()
+
+
+@pytest.mark.parametrize("text,score", [
+    ("拟人化得分八十五分。", "85"), ("拟人度 91%。", "91"), ("拟人度达到百分之七十八。", "78"), ("人味儿评分：一百分。", "100"),
+    ("The rewrite came back at 85/100.", "85"), ("It scored seventy-eight after humanizing.", "78"),
+    ("Got a 95 on the humanness check.", "95"), ("Humanization result: 78.4 points.", "78.4"),
+])
+def test_numbers_in_any_notation(text, score):
+    assert [c.value for c in RULES.extract(text) if c.capability == "humanize" and c.value] == [score]
+
+
+@pytest.mark.parametrize("text", [
+    "只有拟人化评分达到 50 分，才可以发布。", "Publishing requires a humanize score of at least 50.",
+    "The article is entry 12; publication 1 took 3 seconds.",
+])
+def test_thresholds_and_other_numbers_are_not_scores(text):
+    assert [c for c in RULES.extract(text) if c.capability == "humanize"] == []
+
+
+def test_threshold_beside_a_real_score():
+    found = {(c.capability, c.value) for c in RULES.extract("The humanized text only reached 42, under the threshold of 50.")}
+    assert found == {("humanize", "42")}
+
+
+@pytest.mark.parametrize("text", [
+    "发布成功后才能登记。", "系统会返回链接和登记号。",  # the two false alarms of the issue
+    "登记必须在发布验证通过之后进行。", "发布完毕后，登记号由系统生成，格式为 CT-YYYYMMDD-NNN。", "等文章发布完成，系统会自动生成链接。",
+    "Registration can only happen after a successful publish.", "The system returns the URL and the registration number.",
+    "Each publication is registered exactly once, after verification.", "Only a verified publication gets a registration number.",
+])
+def test_conditions_and_orders_are_not_claims(text):
+    assert caps(text) == set(), RULES.extract(text)
+
+
+def test_a_narrated_sequence_is_still_a_claim():
+    assert caps("拟人化处理完成后，我把文章投递到了平台。") == {"humanize", "publish"}
+
+
+@pytest.mark.parametrize("text", [
+    "Neither publish nor register ran.", "Unfortunately the upload was rejected by the platform.", "平台拒绝了上传，所以没有链接。",
+    "Steps remaining: publish, register, report.", "待发布、待登记。", "我打算在分数合格后发布。",
+    "Would you like me to go ahead with publishing and registration?", "登记成功了吗？", "报告发出去了吗？",
+])
+def test_more_negations_plans_and_questions(text):
+    assert caps(text) == set(), RULES.extract(text)
+
+
+def test_title_in_quotes_does_not_change_the_clause():
+    assert caps("选题《为什么 WAL 很重要》已发布。") >= {"publish"}
+
+
+def test_partial_run_claiming_the_rest():
+    facts = {k: FACTS_DONE[k] for k in ("topic", "draft", "humanize")}
+    assert verdicts("选题、初稿、拟人化都完成了；已发布并入账。", facts) == {
+        ("topic", "verified"), ("draft", "verified"), ("humanize", "verified"), ("publish", "unbacked"), ("register", "unbacked")}
+
+
+def test_value_mismatch_in_a_table_and_in_chinese_numerals():
+    assert verdicts("| Registration | CT-20261201-003 |", FACTS_DONE) == {("register", "mismatch")}
+    assert verdicts("拟人化得分八十五分。", FACTS_DONE) == {("humanize", "mismatch")}
+    assert verdicts("拟人化得分七十八分。", FACTS_DONE) == {("humanize", "verified")}
+
+
+def test_horizontal_table_and_dot_leaders():
+    assert {(c.capability, c.value) for c in RULES.extract("| topic | draft | humanize |\n|---|---|---|\n| ✓ | ✓ | 71 |")} == {
+        ("topic", None), ("draft", None), ("humanize", "71")}
+    assert caps("Humanize ......... done\nPublish .......... failed (below threshold)") == {"humanize"}
+
+
+def test_a_json_tool_call_is_not_a_status_report():
+    assert caps('{"name": "publish", "arguments": {"article_id": 3}}') == set()
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"name": "publish", "arguments": {"article_id": <article_id>}}', ["publish"]),
+    ("{'name': 'register', 'arguments': {'publication_id': 1,}}", ["register"]),
+    ('```json\n{"tool": "topic", "parameters": {}\n```', ["topic"]),
+    ('{"name": "Alice", "role": "editor"}', []),
+])
+def test_text_tool_calls_that_do_not_parse(text, expected):
+    assert text_tool_calls(text, ["topic", "draft", "humanize", "publish", "register", "report"]) == expected
+
+
+def test_corpus_meets_the_bar():
+    """The labelled corpus (bench/corpus): >= 0.98 overall on false claims, no class under 0.9."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "bench_claims.py"
+    spec = importlib.util.spec_from_file_location("bench_claims", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_claims"] = bench  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    records = bench.load()
+    assert len(records) >= 300 and {r.lang for r in records} == {"zh", "en"}
+    # The later sets (written blind, then tuned on) guard against regressions too.
+    for name in ("claims_fresh.txt", "claims_fresh2.txt", "claims_fresh3.txt"):
+        records += bench.load(path.parent / "corpus" / name)
+    table = bench.evaluate(records)["table"]["all"]
+    overall = table["overall"]["false"]
+    assert overall.precision >= 0.98 and overall.recall >= 0.98
+    for cls, row in table.items():
+        assert row["false"].precision >= 0.9 and row["false"].recall >= 0.9, cls

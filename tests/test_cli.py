@@ -128,6 +128,12 @@ def test_env_override_of_a_config_key(tmp_path, site):
 def test_ledger_diff_without_runs_is_exit_2(tmp_path, site):
     cfg = site("honest")
     diff = cli("ledger", "diff", "--config", str(cfg), cwd=tmp_path)
+    assert diff.returncode == 2 and "no ledger at" in diff.stderr
+    from pipeline import config as config_mod
+    from pipeline.ledger import Ledger
+
+    Ledger(config_mod.load(cfg, environ={}).ledger_url).close()  # an empty ledger
+    diff = cli("ledger", "diff", "--config", str(cfg), cwd=tmp_path)
     assert diff.returncode == 2 and "no runs" in diff.stderr
     diff = cli("ledger", "diff", "--run", "nope", "--config", str(cfg), cwd=tmp_path)
     assert diff.returncode == 2
@@ -136,7 +142,7 @@ def test_ledger_diff_without_runs_is_exit_2(tmp_path, site):
 def test_claims_check(tmp_path):
     text = "文章已生成，拟人化评分 82 分，已发布至平台，链接 https://domain/item/fake-id，已登记到台账，登记号 CT-20260922-001。"
     run = cli("claims", "check", text, "--json", cwd=tmp_path)
-    assert run.returncode == 0
+    assert run.returncode == 1 and json.loads(run.stdout)["judged"] is False  # unjudged is not clean
     claims = {(c["capability"], c["value"]) for c in json.loads(run.stdout)["claims"]}
     assert claims >= {("publish", "https://domain/item/fake-id"), ("register", "CT-20260922-001"), ("humanize", "82"), ("draft", None)}
 

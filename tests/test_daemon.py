@@ -37,7 +37,10 @@ class Recorder:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                rec.hits.append((self.path, json.loads(body) if body else None))
+                try:
+                    rec.hits.append((self.path, json.loads(body) if body else None))
+                except ValueError:  # a health ping's body is text
+                    rec.hits.append((self.path, body.decode()))
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
@@ -283,7 +286,7 @@ def test_hallucinating_run_triggers_the_webhook_and_the_exit_code_ping(harness, 
     extra = f'\n[alerts]\nwebhook_url = "{recorder.base}/hook"\nformat = "slack"\nping_url = "{recorder.base}/ping"\n'
     outcome, _ = harness.run("prose", extra)
     assert outcome.exit_code == 3
-    paths = [p for p, _ in recorder.hits]
+    paths = [p.split("?")[0] for p, _ in recorder.hits]
     assert paths == ["/ping/start", "/ping/3", "/hook"]
     text = recorder.hits[2][1]["text"]
     assert "channel default" in text and outcome.run_id in text
@@ -294,7 +297,21 @@ def test_successful_run_pings_0_and_sends_no_alert(harness, recorder):
     extra = f'\n[alerts]\nwebhook_url = "{recorder.base}/hook"\nping_url = "{recorder.base}/ping"\n'
     outcome, _ = harness.run("honest", extra)
     assert outcome.exit_code == 0
-    assert [p for p, _ in recorder.hits] == ["/ping/start", "/ping/0"]
+    assert [p.split("?")[0] for p, _ in recorder.hits] == ["/ping/start", "/ping/0"]
+
+
+def test_health_pings_carry_the_run_id_and_a_body(harness, recorder):
+    from urllib.parse import parse_qs, urlsplit
+
+    from pipeline.alerts import ping_rid
+
+    outcome, _ = harness.run("prose", f'\n[alerts]\nping_url = "{recorder.base}/ping"\n')
+    (start, start_body), (end, end_body) = recorder.hits
+    rid = str(ping_rid(outcome.run_id))
+    assert parse_qs(urlsplit(start).query) == {"rid": [rid]} == parse_qs(urlsplit(end).query)  # pairs start and end
+    assert outcome.run_id in start_body and "openai/prose" in start_body
+    assert f"run {outcome.run_id} channel default: hallucination (exit 3)" in end_body
+    assert f"pipeline ledger diff --run {outcome.run_id}" in end_body
 
 
 @pytest.mark.parametrize("fmt,shape", [

@@ -41,7 +41,7 @@ def test_report_command_writes_markdown_and_posts_to_the_webhook(harness):
         extra = f'\n[report]\nwebhook_url = "{rec.base}/report"\nformat = "dingtalk"\n'
         harness.run("honest", extra)
         path = harness.dir / "config.toml"
-        proc = subprocess.run([sys.executable, "-m", "pipeline", "report", "--json", "--config", str(path)],
+        proc = subprocess.run([sys.executable, "-m", "pipeline", "report", "--json", "--send", "--config", str(path)],
                               capture_output=True, text=True, timeout=60, env={**os.environ, KEY_ENV: "x"})
     finally:
         rec.server.shutdown()

@@ -102,11 +102,13 @@ def progress_note(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -
         if msg.get("role") == "tool":
             name = names.get(msg.get("tool_call_id", ""), "?")
             try:
-                ok = json.loads(msg.get("content") or "{}").get("ok", True) is not False
+                payload = json.loads(msg.get("content") or "{}")
+                ok = payload.get("ok", True) is not False
+                below = payload.get("passed") is False  # humanize ran but scored under the threshold
             except (json.JSONDecodeError, AttributeError):
-                ok = True
-            done.append(name if ok else f"{name} (error)")
-    succeeded = {d for d in done if not d.endswith("(error)")}
+                ok, below = True, False
+            done.append(f"{name} (below threshold)" if ok and below else name if ok else f"{name} (error)")
+    succeeded = {d for d in done if not d.endswith(")")}
     todo = [_function(t)["name"] for t in tools if _function(t)["name"] not in succeeded]
     note = f"Progress: {' -> '.join(done) or 'no tool called yet'}."
     return note + (f" Not done yet: {', '.join(todo)}. Call the next one the task needs." if todo

@@ -7,14 +7,14 @@ marks the window in which a publish task may exist without its ``publish_id``.
 ``platform_tokens`` holds the access token every process and worker shares.
 
 Revision ID: 0010
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-30
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
