@@ -512,7 +512,7 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
         from .review import pending as pending_reviews
 
         reviews = [{"run_id": r.run_id, "title": r.title, "status": r.status, "preview": r.preview,
-                    "requested_at": r.requested_at} for r in pending_reviews(ledger, name)]
+                    "requested_at": r.requested_at} for r in pending_reviews(ledger, name)] if ledger is not None else []
         rows.append({
             "channel": name, "cron": chan.cron, "timezone": chan.timezone,
             "next_run": (nf.isoformat() if (nf := next_fire(trigger, now)) else None),
