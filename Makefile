@@ -14,6 +14,9 @@ STAMP  := $(VENV)/.installed
 # without root (or without apt) nothing is installed and the tier skips with one line, unless
 # PIPELINE_REQUIRE_REAL_PLATFORMS=1 (CI), which makes it fail instead.
 WP_PACKAGES := wordpress wordpress-theme-twentytwentythree php-cli php-mysql php-curl php-xml php-mbstring mariadb-client
+# Headless Chromium (and CJK fonts) for the local site's browser test and bench/site_screenshots.py.
+SITE_PACKAGES := chromium fonts-noto-cjk
+TEST_PACKAGES := $(WP_PACKAGES) $(SITE_PACKAGES)
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +32,15 @@ test: $(STAMP) test-packages
 
 test-packages:
 	@if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then \
-		echo "test-packages: no dpkg/apt here; the real-WordPress tier needs: $(WP_PACKAGES)"; \
-	elif [ "$$(dpkg-query -W -f='$${Status}\n' $(WP_PACKAGES) 2>/dev/null | grep -c '^install ok installed$$')" = "$(words $(WP_PACKAGES))" ]; then \
+		echo "test-packages: no dpkg/apt here; the real-platform tiers need: $(TEST_PACKAGES)"; \
+	elif [ "$$(dpkg-query -W -f='$${Status}\n' $(TEST_PACKAGES) 2>/dev/null | grep -c '^install ok installed$$')" = "$(words $(TEST_PACKAGES))" ]; then \
 		true; \
 	elif [ "$$(id -u)" = 0 ]; then \
 		export DEBIAN_FRONTEND=noninteractive; \
-		{ apt-get update -q && apt-get install -y -q --no-install-recommends $(WP_PACKAGES); } \
-			|| echo "test-packages: apt-get failed; the real-WordPress tier will say what is missing"; \
+		{ apt-get update -q && apt-get install -y -q --no-install-recommends $(TEST_PACKAGES); } \
+			|| echo "test-packages: apt-get failed; the real-platform tiers will say what is missing"; \
 	else \
-		echo "test-packages: not root, not installing: $(WP_PACKAGES)"; \
+		echo "test-packages: not root, not installing: $(TEST_PACKAGES)"; \
 	fi
 
 bench: $(STAMP)

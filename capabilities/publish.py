@@ -28,7 +28,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Annotated
 
 import httpx
@@ -36,9 +38,10 @@ from sqlmodel import select
 
 from pipeline.config import Config
 from pipeline.content import slugify
-from pipeline.errors import CapabilityError, ConfigError, PipelineError, PlatformUnavailableError
+from pipeline.errors import (AwaitingReview, CapabilityError, ConfigError, DryRunDone, PipelineError,
+                             PlatformUnavailableError, PublicationFailed, PublicationSubmitted)
 from pipeline.ledger import Ledger
-from pipeline.models import Article, Publication, Run, utcnow
+from pipeline.models import Article, Publication, Run, Topic, utcnow
 from pipeline.publishers import Published, Publisher, PublishOutcomeUnknown, get_publisher, same_content
 from pipeline.publishers.remote import AttemptBudget, RemotePublisher
 from pipeline.tools import RunContext, capability
@@ -126,11 +129,46 @@ def budget_for(cfg: Config) -> AttemptBudget:
 def _publisher(ctx: RunContext) -> Publisher:
     """The configured publisher, drawing on the run's budget of failed platform requests."""
     publisher = get_publisher(ctx.cfg)
-    if isinstance(publisher, RemotePublisher):
+    if isinstance(publisher, RemotePublisher) or _is_async(publisher):
         if ctx.platform_budget is None:
             ctx.platform_budget = budget_for(ctx.cfg)
         publisher.budget = ctx.platform_budget
+    if _is_async(publisher):
+        publisher.ledger = ctx.ledger
     return publisher
+
+
+def _is_async(publisher: Publisher) -> bool:
+    """A platform whose publish call only starts a task (WeChat): driven step by step through ``advance``."""
+    return bool(getattr(publisher, "asynchronous", False))
+
+
+def _verifier(cfg: Config, publisher: Publisher, digest: str):
+    return lambda published: _verify(cfg, publisher, published, digest)
+
+
+def _publish_async(ctx: RunContext, publisher, row: Publication, article: Article) -> dict:
+    """pending → submitted → verified | failed, as far as this run's polling budget goes.
+
+    Still ``submitted`` (or a submit whose answer was lost) at the end of the
+    budget ends the run as ``submitted`` (exit 9): not published, so no fact and
+    no registration, and the next run's reconciliation resumes polling it.
+    """
+    budget = ctx.cfg.publish.wechat.poll_budget_s
+    row = publisher.advance(row.id, article, poll_budget_s=budget,
+                            verify=_verifier(ctx.cfg, publisher, article.content_hash))
+    if row.status == "verified":
+        return _result(row, publish_id=row.publish_id)
+    if row.status == "unverified":
+        raise CapabilityError(f"published to {row.url} but it could not be verified: {row.verification}")
+    if row.status in ("failed", "removed"):
+        raise PublicationFailed(f"{publisher.name} did not publish the article: {row.verification}")
+    if row.status == "submitted":
+        raise PublicationSubmitted(f"{publisher.name}: publish task {row.publish_id} accepted (已提交发布) but "
+                                   f"not published after {budget:g}s of polling; the next run resumes polling it "
+                                   f"(publication {row.id})")
+    raise PublicationSubmitted(f"{publisher.name}: the submit's outcome is unknown ({row.verification}); the next run "
+                               f"looks for the article before submitting again (publication {row.id})")
 
 
 def _find_earlier(publisher: Publisher, key: str, slug: str, digest: str) -> Published | None:
@@ -148,11 +186,28 @@ def _find_earlier(publisher: Publisher, key: str, slug: str, digest: str) -> Pub
     return found
 
 
+def _metadata(ctx: RunContext, row_id: int, article: Article, publisher: Publisher) -> dict:
+    """What a publisher that shows dates and tags gets from the ledger: the publication's time, the topic's keywords.
+
+    Keywords are what a CSV backlog's ``keywords`` column added to the topic's angle (after " — ").
+    """
+    if not getattr(publisher, "takes_metadata", False):
+        return {}
+    with ctx.ledger.read() as s:
+        row = s.get(Publication, row_id)
+        topic = s.get(Topic, article.topic_id) if article.topic_id else None
+    tags: list[str] = []
+    if topic is not None and topic.angle and " — " in topic.angle:
+        keywords = topic.angle.rsplit(" — ", 1)[1]
+        tags = [t.strip() for t in re.split(r"[,，;；、]", keywords) if t.strip()][:5]
+    return {"published_at": row.created_at, "tags": tags}
+
+
 def _call_platform(ctx: RunContext, publisher: Publisher, row_id: int, key: str, slug: str, article: Article) -> Published:
     """The one external side effect, with its failure written to the row before the error goes up."""
     try:
         return publisher.publish(key=key, slug=slug, title=article.title, body_markdown=article.body,
-                                 content_hash=article.content_hash)
+                                 content_hash=article.content_hash, **_metadata(ctx, row_id, article, publisher))
     except PublishOutcomeUnknown as exc:
         # The platform may hold the post: stay pending so the next attempt or recovery asks find().
         _mark(ctx.ledger, row_id, "pending", f"outcome unknown: {exc}")
@@ -172,6 +227,19 @@ def _call_platform(ctx: RunContext, publisher: Publisher, row_id: int, key: str,
         raise CapabilityError(f"publishing to {publisher.name} failed: {exc}") from None
 
 
+def _hold_for_review(ctx: RunContext, article: Article) -> None:
+    """Stop before the platform: a dry run writes its preview; a manual review also waits for an editor."""
+    from pipeline import review
+
+    if ctx.dry_run:
+        preview = review.write_preview(ctx.cfg, ctx.run_id, article)
+        raise DryRunDone(f"dry run: nothing published; the would-be post is at {preview.as_uri()}")
+    row = review.request(ctx.cfg, ctx.ledger, ctx.run_id, article)
+    raise AwaitingReview(f"awaiting review: '{article.title}' is not published until an editor approves it; "
+                         f"preview: {Path(row.preview).as_uri()}; then: pipeline review approve {ctx.run_id} "
+                         f"(or reject {ctx.run_id} --reason …)")
+
+
 @capability
 def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned by humanize."]) -> dict:
     """Publish a humanized article to the configured platform and verify its URL. Returns publication_id and url."""
@@ -180,6 +248,10 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
         done = s.exec(select(Publication).where(Publication.run_id == ctx.run_id, Publication.status == "verified")).first()
     if done is not None:
         return _result(done, replayed=True, note="this run has already published; not publishing again")
+    with ctx.ledger.read() as s:
+        started = s.exec(select(Publication).where(Publication.run_id == ctx.run_id,
+                                                   Publication.status.in_(("pending", "submitted")),
+                                                   Publication.article_id != article_id)).first()
     if article is None or article.run_id != ctx.run_id:
         raise CapabilityError(f"no article {article_id} in this run; pass the article_id returned by humanize")
     if article.kind != "humanized":
@@ -189,7 +261,13 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
         raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; "
                               f"call humanize again with the draft's article_id {article.parent_id}")
 
+    if ctx.dry_run or (ctx.cfg.publish.review == "manual" and ctx.approved_by is None):
+        _hold_for_review(ctx, article)
     key, publisher = _key(ctx.run_id, article), _publisher(ctx)
+    if started is not None and _is_async(publisher):
+        # One article per run: a second one must not start a second publish task.
+        raise CapabilityError(f"publication {started.id} (article {started.article_id}) of this run is still "
+                              f"{started.status}; publish that article_id, not another one")
     slug = _slug(article, key)
     row, fresh = _claim(ctx, key, article, publisher.name)
     if row.status == "verified":
@@ -197,6 +275,8 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
     if row.content_hash != article.content_hash:
         raise CapabilityError(f"idempotency key {key[:12]}… was recorded for different content "
                               f"({row.content_hash[:12]}… ≠ {article.content_hash[:12]}…); not publishing")
+    if _is_async(publisher):
+        return _publish_async(ctx, publisher, row, article)
 
     # A row that was already there may have reached the platform before its process died: look first.
     published = None if fresh else _find_earlier(publisher, key, slug, article.content_hash)
@@ -221,11 +301,11 @@ def _aware(dt: datetime) -> datetime:
 
 
 def _orphans(ledger: Ledger, cutoff: datetime, channel: str | None) -> list[tuple[Publication, Article]]:
-    """Pending publications whose run is over, or has been "running" since before ``cutoff``."""
+    """Pending or submitted publications whose run is over, or has been "running" since before ``cutoff``."""
     query = (select(Publication, Run, Article)
              .join(Run, Run.id == Publication.run_id)
              .join(Article, Article.id == Publication.article_id)
-             .where(Publication.status == "pending")
+             .where(Publication.status.in_(("pending", "submitted")))
              .order_by(Publication.id))
     if channel is not None:
         query = query.where(Run.channel == channel)
@@ -234,8 +314,32 @@ def _orphans(ledger: Ledger, cutoff: datetime, channel: str | None) -> list[tupl
     return [(pub, art) for pub, run, art in rows if run.status != "running" or _aware(run.started_at) < cutoff]
 
 
+def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher) -> bool:
+    """Take an asynchronous platform's row one step further (one status poll); True when it reached an end state.
+
+    A row whose submit never started is left for its own run to publish: only a
+    ``publish`` call may start one, and its run is over; it becomes ``failed``
+    so that the ledger does not keep an unsent publication pending forever.
+    """
+    if pub.status == "pending" and pub.submit_started_at is None:
+        with ledger.write() as s:
+            row = s.get(Publication, pub.id)
+            if row.status != "pending" or row.submit_started_at is not None:
+                return False
+            row.status, row.verification = "failed", f"{RECOVERED}: never submitted, so never published"
+            s.add(row)
+        return True
+    publisher.ledger = ledger
+    row = publisher.advance(pub.id, article, poll_budget_s=0, verify=_verifier(cfg, publisher, pub.content_hash))
+    return row.status not in ("pending", "submitted")
+
+
 def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Publisher) -> bool:
     """Ask the platform about one pending row and write down the answer; False if it was settled meanwhile."""
+    if _is_async(publisher):
+        return _resume_async(cfg, ledger, pub, article, publisher)
+    if pub.status != "pending":
+        return False
     found = publisher.find(key=pub.idempotency_key, slug=_slug(article, pub.idempotency_key))
     mismatch = same_content(found, pub.idempotency_key, pub.content_hash) if found else None
     problem = None if found is None or mismatch else _verify(cfg, publisher, found, pub.content_hash)
@@ -279,7 +383,8 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
         try:
             if pub.target not in publishers:
                 publishers[pub.target] = get_publisher(cfg, pub.target)
-                if isinstance(publishers[pub.target], RemotePublisher):  # a dead host must not stall the run's start
+                if isinstance(publishers[pub.target], RemotePublisher) or _is_async(publishers[pub.target]):
+                    # a dead host must not stall the run's start
                     publishers[pub.target].budget = budget_for(cfg)
             settled += _recover_one(cfg, ledger, pub, article, publishers[pub.target])
         except PlatformUnavailableError as exc:
@@ -293,3 +398,39 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
         except (PipelineError, OSError, httpx.HTTPError) as exc:
             log.warning("publication %s (%s) left pending: %s", pub.id, pub.target, exc)
     return settled
+
+
+def recheck_published(cfg: Config, ledger: Ledger, *, channel: str | None = None) -> list[Publication]:
+    """Asynchronous platforms can take an article down after success: mark such rows ``removed``; returns them.
+
+    Asks once per run about each publication verified in the last
+    ``[publish.wechat] recheck_days`` that has a publish task id. A platform
+    that cannot answer now is asked again next run.
+    """
+    days = cfg.publish.wechat.recheck_days
+    if not days:
+        return []
+    query = (select(Publication).join(Run, Run.id == Publication.run_id)
+             .where(Publication.status == "verified", Publication.publish_id.is_not(None),
+                    Publication.verified_at >= utcnow() - timedelta(days=days)).order_by(Publication.id))
+    if channel is not None:
+        query = query.where(Run.channel == channel)
+    with ledger.read() as s:
+        rows = s.exec(query).all()
+    removed, publishers = [], {}
+    for row in rows:
+        try:
+            if row.target not in publishers:
+                publishers[row.target] = get_publisher(cfg, row.target)
+                publishers[row.target].budget = budget_for(cfg)
+                publishers[row.target].ledger = ledger
+            publisher = publishers[row.target]
+            if not hasattr(publisher, "recheck"):
+                continue
+            after = publisher.recheck(row)
+        except (PipelineError, OSError, httpx.HTTPError) as exc:
+            log.warning("publication %s (%s): recheck failed: %s", row.id, row.target, exc)
+            continue
+        if after.status == "removed":
+            removed.append(after)
+    return removed

@@ -101,6 +101,17 @@ DEFAULT_RULES: dict[str, list[str]] = {
     ],
 }
 
+# An asynchronous platform's own words for "a publish task was accepted" (WeChat's 发布任务): the
+# article is not published yet, so these phrases are not publish claims. They are removed from a
+# clause before the publish rules look at it, so "已提交发布" is no claim and "已提交发布，已发布" still is.
+_SUBMITTED = re.compile(
+    r"(已经?|已(将|把).{0,16}?)?提交(了)?(发布|发表|审核)(任务|申请)?|发布任务(已经?)?(创建|提交|受理)|"
+    r"已(创建|提交)(了)?发布任务|"
+    r"\bsubmitted (it |the (article|post) )?for (publishing|publication|review)\b|"
+    r"\bpublish(ing)? (task|job) (was |has been |is )?(created|submitted|accepted|queued)\b",
+    re.IGNORECASE,
+)
+
 # Chinese: a step named in a clause that marks it done claims it ("台账也记录好了", "选题 ✔").
 _ZH_STEPS: dict[str, str] = {
     "topic": r"选题|题目|选好",
@@ -254,7 +265,11 @@ class ClaimRules:
             for i, clause in enumerate(clauses):
                 if not _asserts(clause, clauses[i + 1] if i + 1 < len(clauses) else ""):
                     continue
+                # "已提交发布" (a publish task accepted) is no publish claim: decide on the clause without it.
+                unsubmitted = self.capabilities_in(_SUBMITTED.sub(" ", clause)) if _SUBMITTED.search(clause) else None
                 for cap in self.capabilities_in(clause):
+                    if cap == "publish" and unsubmitted is not None and "publish" not in unsubmitted:
+                        continue
                     keyword_claims.setdefault(cap, ClaimFound(cap, clause))
                 for m in self.registration_no.finditer(clause):
                     if not _EXAMPLE.search(clause[:m.start()]):  # "a number like CT-…" shows a format

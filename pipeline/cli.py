@@ -19,6 +19,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .errors import ConfigError, PipelineError
+from .untrusted import visible as for_display
 
 
 class _LazyModule:
@@ -42,6 +43,8 @@ claims_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_se
                          help="Test claim rules against text.")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(claims_app, name="claims")
+review_app = typer.Typer(no_args_is_help=True, help="An editor's decisions: list, show, approve or reject held articles.")
+app.add_typer(review_app, name="review")
 
 
 class _LazyConsole:
@@ -212,10 +215,13 @@ def _print_summary(ledger, outcome) -> None:
 @app.command()
 def run(config: ConfigOpt = None,
         channel: Annotated[Optional[str], typer.Option(help="Channel to run (needed when [[channels]] declares several).")] = None,
-        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Everything but the platform call: the would-be post goes "
+                                              "to the preview directory (publish.preview_dir).")] = False) -> None:
     """Run the pipeline once now (for cron).
 
-    Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down, 75 locked, 130 interrupted.
+    Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down, 6 platform down,
+    8 awaiting review, 9 submitted (not yet published), 75 locked, 130 interrupted.
     """
     from . import shutdown
     from .errors import ChannelLocked
@@ -231,7 +237,7 @@ def run(config: ConfigOpt = None,
                 from .ledger import Ledger
                 from .runner import run_once
 
-                outcome = run_once(cfg, notify=_Progress(), lock_held=True)  # pre-flight next: no ledger on a config error
+                outcome = run_once(cfg, notify=_Progress(), lock_held=True, dry_run=dry_run)  # pre-flight next: no ledger on a config error
                 _print_summary(Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms), outcome)
         except ChannelLocked as exc:
             sys.stderr.write(f"{exc}\n")
@@ -319,6 +325,11 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
                 out.print(f"{r['channel']}: recovered publication {rec['publication_id']} of {rec['run_status']} run "
                           f"{rec['run_id']} registered as {rec['registration_no']} by run {rec['reconciled_by']}: "
                           f"{rec['url']}", markup=False, highlight=False)
+            for rec in r["awaiting_review"]:
+                state = "approved, not finished" if rec["status"] == "approved" else "awaiting review"
+                out.print(f"{r['channel']}: run {rec['run_id']} {state} since {rec['requested_at'][:16]}: "
+                          f"{for_display(rec['title'])} (pipeline review show {rec['run_id']})",
+                          markup=False, highlight=False)
             for rec in r["awaiting_registration"]:
                 out.print(f"{r['channel']}: publication {rec['publication_id']} of {rec['run_status']} run {rec['run_id']} "
                           f"is verified but not registered yet (the next run registers it): {rec['url']}",
@@ -411,16 +422,21 @@ def stats(config: ConfigOpt = None,
 def serve(config: ConfigOpt = None,
           port: Annotated[Optional[int], typer.Option(help="Port (default: the one in [publish.local] base_url).")] = None) -> None:
     """Preview the local site on 127.0.0.1 (Ctrl-C to stop)."""
-    import functools
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import ThreadingHTTPServer
     from urllib.parse import urlsplit
+
+    from .publishers.local import site_handler
 
     with _clean_errors():
         cfg = config_mod.load(config)
     directory = cfg.path(cfg.publish.local.dir)
     directory.mkdir(parents=True, exist_ok=True)
-    port = port or urlsplit(cfg.publish.local.base_url).port or 8765
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(directory))
+    configured = urlsplit(cfg.publish.local.base_url).port or 8765
+    port = port or configured
+    if port != configured:  # pages link relatively and work on any port; the feed's links are absolute
+        err.print(f"note: the feed's links point at [publish.local] base_url {cfg.publish.local.base_url}, "
+                  f"not port {port}", markup=False, highlight=False)
+    handler = site_handler(directory)
     try:
         server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:
@@ -699,6 +715,102 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
     if fact_map is None and rows:
         err.print("not judged: pass --facts FILE or --run RUN_ID to judge these claims against facts", markup=False)
     raise typer.Exit(1 if unsettled else 0)
+
+
+# --- review -------------------------------------------------------------------------
+
+ChannelOpt = Annotated[Optional[str], typer.Option(help="Channel (needed when [[channels]] declares several).")]
+
+
+@review_app.command("list")
+def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
+                show_all: Annotated[bool, typer.Option("--all", help="Decided reviews too.")] = False,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Articles waiting for a decision (and approved ones not finished yet), oldest first."""
+    from .review import pending
+
+    with _clean_errors():
+        cfg, ledger = _ledger(config)
+        rows = pending(ledger, channel, all_states=show_all)
+    if as_json:
+        sys.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2, ensure_ascii=False) + "\n")
+        raise typer.Exit(0)
+    if not rows:
+        out.print("nothing awaits review", highlight=False)
+    for r in rows:
+        out.print(f"{r.run_id}  {r.channel}  {r.status}  {r.requested_at[:16]}  score {r.score}  "
+                  f"{for_display(r.title)}\n    preview: {r.preview}", markup=False, highlight=False)
+
+
+@review_app.command("show")
+def review_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """One held article: title, score, preview, decision, and its text."""
+    from .review import show
+
+    with _clean_errors():
+        _cfg, ledger = _ledger(config)
+        r = show(ledger, run_id)
+    if as_json:
+        sys.stdout.write(json.dumps(r.as_dict(), indent=2, ensure_ascii=False) + "\n")
+        raise typer.Exit(0)
+    lines = [f"run {r.run_id} ({r.channel}): {r.status}" + (" and published" if r.completed else ""),
+             f"title: {for_display(r.title)}", f"score: {r.score}", f"preview: {r.preview}",
+             f"requested: {r.requested_at}"]
+    if r.decided_by:
+        lines.append(f"decided by {r.decided_by} at {r.decided_at}" + (f": {r.reason}" if r.reason else ""))
+    if r.url:
+        lines.append(f"published at {r.url}")
+    lines += ["", for_display(r.body or "")]
+    out.print("\n".join(lines), markup=False, highlight=False)
+
+
+def _review_cfg(config, ledger_cfg, run_id: str):
+    """The config of the run's channel: publish must go where that channel publishes."""
+    from .models import Run
+
+    cfg, ledger = ledger_cfg
+    with ledger.read() as s:
+        run = s.get(Run, run_id)
+    if run is None:
+        raise ConfigError(f"no run {run_id!r}")
+    return cfg.for_channel(run.channel if cfg.channels else None), ledger
+
+
+@review_app.command("approve")
+def review_approve(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
+                   by: Annotated[Optional[str], typer.Option("--by", help="Approver (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
+    """Approve a held article: publish, register and report it now, exactly once. Exit 75 while its channel runs."""
+    from .errors import ChannelLocked
+    from .review import approve, reviewer
+
+    with _clean_errors():
+        name = reviewer(by)
+        cfg, ledger = _review_cfg(config, _ledger(config), run_id)
+        try:
+            r, now = approve(cfg, ledger, run_id, name)
+        except ChannelLocked as exc:
+            sys.stderr.write(f"{exc}\n")
+            raise typer.Exit(int(exc.exit_code)) from None
+    verb = "approved by" if now else "already approved by"
+    out.print(f"run {r.run_id}: {verb} {r.decided_by} at {r.decided_at}; published at {r.url}",
+              markup=False, highlight=False)
+
+
+@review_app.command("reject")
+def review_reject(run_id: Annotated[str, typer.Argument(help="Run id.")],
+                  reason: Annotated[str, typer.Option("--reason", help="Why (kept in the ledger).")],
+                  config: ConfigOpt = None,
+                  by: Annotated[Optional[str], typer.Option("--by", help="Reviewer (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
+    """Reject a held article: nothing is published; the run is recorded rejected."""
+    from .review import reject, reviewer
+
+    with _clean_errors():
+        name = reviewer(by)
+        cfg, ledger = _review_cfg(config, _ledger(config), run_id)
+        r = reject(cfg, ledger, run_id, name, reason)
+    out.print(f"run {r.run_id}: rejected by {r.decided_by} at {r.decided_at}: {r.reason}", markup=False,
+              highlight=False)
 
 
 def main() -> None:

@@ -102,7 +102,11 @@ class HumanizeConfig(_Section):
 
 class LocalPublishConfig(_Section):
     dir: str = "var/site"
+    # Where readers reach the site: the feed's links are absolute (Atom requires it); pages link relatively.
     base_url: str = "http://127.0.0.1:8765"
+    # The site's name (header, <title>, feed title) and the author shown on posts and in the feed.
+    title: str = "Posts"
+    author: str = ""
 
 
 class WordPressPublishConfig(_Section):
@@ -129,8 +133,39 @@ class WebhookPublishConfig(_Section):
     secret_env: str = ""
 
 
+class WeChatPublishConfig(_Section):
+    """A WeChat Official Account (公众号): draft/add, then freepublish/submit, then freepublish/get."""
+
+    # The API host; tests point it at a contract fake on 127.0.0.1.
+    api_base: str = "https://api.weixin.qq.com"
+    appid: str = ""
+    # Name of the variable holding the AppSecret; the secret is never read from a file.
+    secret_env: str = "WECHAT_APP_SECRET"
+    # Cover image file (jpg/png, 2.35:1, e.g. 900x383); "" generates a plain one locally per article.
+    cover_image: str = ""
+    author: str = ""
+    # The article's 阅读原文 link ("" for none).
+    content_source_url: str = ""
+    # How long one run polls freepublish/get before ending "submitted" (exit 9), and the first pause.
+    poll_budget_s: float = Field(120.0, ge=0)
+    poll_interval_s: float = Field(3.0, gt=0)
+    # After a crash between submit and recording its publish_id, how long recovery waits for the
+    # article to appear in freepublish/batchget before it submits again (publishing takes minutes).
+    resubmit_after_min: float = Field(60.0, ge=0)
+    # Refresh the shared access token this long before it expires.
+    token_margin_s: float = Field(300.0, ge=0)
+    # Each run asks again about the articles verified in the last N days: one the account deleted
+    # (publish_status 5) or the platform blocked (6) becomes "removed", with an alert. 0: never.
+    recheck_days: float = Field(3.0, ge=0)
+
+
 class PublishConfig(_Section):
     target: str = "local"
+    # "manual": a run stops after humanize in the awaiting_review state (exit 8) with a preview; an editor's
+    # `pipeline review approve RUN` publishes, registers and reports it. "auto": publish at once.
+    review: Literal["auto", "manual"] = "auto"
+    # Where previews of would-be posts go (review and run --dry-run), one directory per run.
+    preview_dir: str = "var/preview"
     allowed_domains: list[str] = Field(default_factory=lambda: ["127.0.0.1", "localhost"])
     verify_timeout_s: float = Field(5.0, gt=0)
     # Remote platforms: per-request timeout, and how often a 5xx/timeout is retried.
@@ -147,6 +182,7 @@ class PublishConfig(_Section):
     wordpress: WordPressPublishConfig = Field(default_factory=WordPressPublishConfig)
     ghost: GhostPublishConfig = Field(default_factory=GhostPublishConfig)
     webhook: WebhookPublishConfig = Field(default_factory=WebhookPublishConfig)
+    wechat: WeChatPublishConfig = Field(default_factory=WeChatPublishConfig)
 
 
 class RegisterConfig(_Section):

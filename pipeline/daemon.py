@@ -507,7 +507,12 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
         started = _aware(last.started_at) if last else None
         prev = previous_fire(trigger, now - timedelta(seconds=cfg.daemon.overdue_after_s))
         overdue = prev is not None and (started is None or started < prev - timedelta(seconds=60))
-        failed = last is not None and last.status not in ("done", "running")
+        # Waiting for an editor, a rejection and a dry run are decisions, not failures.
+        failed = last is not None and last.status not in ("done", "running", "awaiting_review", "rejected", "dry_run")
+        from .review import pending as pending_reviews
+
+        reviews = [{"run_id": r.run_id, "title": r.title, "status": r.status, "preview": r.preview,
+                    "requested_at": r.requested_at} for r in pending_reviews(ledger, name)] if ledger is not None else []
         rows.append({
             "channel": name, "cron": chan.cron, "timezone": chan.timezone,
             "next_run": (nf.isoformat() if (nf := next_fire(trigger, now)) else None),
@@ -518,6 +523,7 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
             "reconciled_today": [{k: r[k] for k in ("publication_id", "run_id", "run_status", "url", "registration_no",
                                                     "reconciled_by")} for r in reconciled],
             "awaiting_registration": awaiting,
+            "awaiting_review": reviews,
         })
     return rows
 

@@ -16,8 +16,17 @@ Errors split by *who must fix them*, as smolagents does:
      ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
      ├── RunFailed                    the run ended without the business facts it needs
      │    ├── AgentHallucinationError claims still unbacked after the nudges           → exit 3
-     │    └── AgentIncompleteError    required facts missing, no false claims          → exit 4
-     │         └── AgentStuckError    the same call failed the same way stuck_after times → exit 4
+     │    ├── AgentIncompleteError    required facts missing, no false claims          → exit 4
+     │    │    ├── AgentStuckError    the same call failed the same way stuck_after times → exit 4
+     │    │    └── PublicationFailed  the platform refused or removed the article (WeChat
+     │    │                           publish_status 2–6): final, not the model's to retry
+     │    ├── AwaitingReview          [publish] review = "manual": the article waits for an
+     │    │                           editor (pipeline review approve|reject)          → exit 8
+     │    ├── DryRunDone              run --dry-run: the would-be post is in the preview
+     │    │                           directory, nothing was published                 → exit 0
+     │    └── PublicationSubmitted    an asynchronous platform accepted the publish task
+     │                                but had not published it when the run's polling
+     │                                budget ended: the next run resumes polling     → exit 9
      └── CapabilityError              the model must fix: sent back as the tool result;
           ├── ToolArgumentsError      unknown tool, malformed JSON, schema violation
           └── PublishOutcomeUnknown   (pipeline.publishers) the platform may hold the post:
@@ -43,6 +52,8 @@ class ExitCode(IntEnum):
     INCOMPLETE = 4
     PROVIDER_UNAVAILABLE = 5
     PLATFORM_UNAVAILABLE = 6
+    AWAITING_REVIEW = 8  # a business state: an editor must approve or reject the article
+    SUBMITTED = 9  # submitted to an asynchronous platform, not yet verified: the next run finishes it
     LOCKED = 75  # EX_TEMPFAIL: try again later
     INTERRUPTED = 130
 
@@ -137,6 +148,35 @@ class AgentStuckError(AgentIncompleteError):
     def __init__(self, missing: set[str], tool: str, error: str, count: int) -> None:
         self.tool, self.error, self.count = tool, error, count
         super().__init__(missing, f"stuck: `{tool}` failed {count} times in a row with the same error ({error[:200]})")
+
+
+class PublicationFailed(AgentIncompleteError):
+    """The platform refused the article for good (WeChat: 原创失败, 常规失败, 审核不通过) or removed it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__({"publish"}, reason)
+
+
+class AwaitingReview(RunFailed):
+    """The run stopped before publishing, as configured: its article waits for an editor's decision."""
+
+    exit_code = ExitCode.AWAITING_REVIEW
+
+
+class DryRunDone(RunFailed):
+    """``pipeline run --dry-run`` reached publish: the would-be post was written to the preview directory."""
+
+    exit_code = ExitCode.DONE
+
+
+class PublicationSubmitted(RunFailed):
+    """The platform holds a publish task that has not finished: not published, not forgotten.
+
+    The publication row stays ``submitted`` (or ``pending`` while the submit's
+    answer is unknown); the next run's reconciliation resumes polling it.
+    """
+
+    exit_code = ExitCode.SUBMITTED
 
 
 class CapabilityError(PipelineError):

@@ -37,7 +37,8 @@ class Run(SQLModel, table=True):
     model: str
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
-    # running | done | hallucination | incomplete | provider_unavailable | platform_unavailable | error
+    # running | done | hallucination | incomplete | provider_unavailable | platform_unavailable | submitted
+    # | awaiting_review | rejected | dry_run | error
     # | interrupted | crashed
     status: str = "running"
     exit_code: int | None = None
@@ -128,11 +129,49 @@ class Publication(SQLModel, table=True):
     content_hash: str
     url: str | None = None
     remote_id: str | None = None  # the platform's own id for the post
-    # pending | published | verified | unverified | failed
+    # pending | submitted | verified | unverified | failed | removed
+    # ("submitted": an asynchronous platform accepted a publish task, publish_id, that has not finished;
+    # "removed": verified once, then deleted or blocked on the platform)
     status: str = "pending"
+    # Asynchronous platforms (WeChat): each step's result, written as soon as the platform answers,
+    # so a crash resumes from the last step instead of repeating it (see pipeline/publishers/wechat.py).
+    cover_id: str | None = None  # the cover's permanent material media_id
+    draft_id: str | None = None  # the draft's media_id
+    submit_started_at: datetime | None = None  # set just before the submit call: a task may exist from here on
+    publish_id: str | None = None  # the publish task's id, once the platform accepted it
+    submitted_at: datetime | None = None
     verification: str | None = Field(default=None, sa_column=Column(Text))
     created_at: datetime = Field(default_factory=utcnow)
     verified_at: datetime | None = None
+
+
+class Review(SQLModel, table=True):
+    """An editor's decision on a run's article ([publish] review = "manual"): publish happens only on approval."""
+
+    __tablename__ = "reviews"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", unique=True)
+    article_id: int = Field(foreign_key="articles.id")
+    # pending | approved | rejected
+    status: str = Field(default="pending", index=True)
+    preview: str | None = Field(default=None, sa_column=Column(Text))  # the would-be post, rendered locally
+    requested_at: datetime = Field(default_factory=utcnow)
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    reason: str | None = Field(default=None, sa_column=Column(Text))
+    # Set once publish, register and report have run for the approved article.
+    completed_at: datetime | None = None
+
+
+class PlatformToken(SQLModel, table=True):
+    """An access token shared by every process and worker that calls one platform account."""
+
+    __tablename__ = "platform_tokens"
+    # "<platform>:<account>", e.g. "wechat:wx1234…" (the appid, not a secret)
+    name: str = Field(primary_key=True)
+    token: str = Field(sa_column=Column(Text, nullable=False))
+    expires_at: datetime
+    fetched_at: datetime = Field(default_factory=utcnow)
 
 
 class Registration(SQLModel, table=True):

@@ -40,7 +40,8 @@ from .models import Execution, Publication, Registration, Run, utcnow
 log = logging.getLogger(__name__)
 
 # Runs that ended without finishing their steps; their verified publications are registered for them.
-UNFINISHED = ("crashed", "interrupted")
+# "submitted": the platform published the article after the run's polling budget ended.
+UNFINISHED = ("crashed", "interrupted", "submitted")
 CALL_PREFIX = "reconcile:"
 
 
@@ -138,9 +139,14 @@ def reconcile(cfg: Config, ledger: Ledger, alerter: Alerter, *, channel: str, ru
 
     Raises ConfigError when the platform refuses the credentials during recovery: the operator must hear it.
     """
-    from capabilities.publish import recover_pending
+    from capabilities.publish import recheck_published, recover_pending
 
     recover_pending(cfg, ledger, channel=channel, older_than_min=older_than_min)
+    # An article the platform took down after success is no longer published: say so loudly.
+    for pub in recheck_published(cfg, ledger, channel=channel):
+        log.error("publication %s (%s) was removed from %s: %s", pub.id, pub.url, pub.target, pub.verification)
+        alerter.alert(channel, pub.run_id, "removed", f"publication {pub.id} ({pub.url}) on {pub.target}: "
+                                                      f"{pub.verification}")
     # Alerts a killed reconciliation registered but never sent.
     for row in reconciliations(ledger, channel):
         if not row["alerted"]:

@@ -20,8 +20,9 @@ from .agent import AgentLoop, Notify
 from .alerts import Alerter
 from .claims import ClaimRules, claim_rules
 from .config import Config
-from .errors import (AgentHallucinationError, AgentIncompleteError, ExitCode, PipelineError,
-                     PlatformUnavailableError, ProviderUnavailableError, RunInterrupted)
+from .errors import (AgentHallucinationError, AgentIncompleteError, AwaitingReview, DryRunDone, ExitCode,
+                     PipelineError, PlatformUnavailableError, ProviderUnavailableError, PublicationSubmitted,
+                     RunInterrupted)
 from .guard import Guard
 from .ledger import Ledger
 from .llm import ChatModel, is_local
@@ -71,20 +72,21 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
 
 def run_once(cfg: Config, notify: Notify | None = None, llm: ChatModel | None = None,
              ledger: Ledger | None = None, prompts: Prompts | None = None, lock_held: bool = False,
-             tick: datetime | None = None) -> RunOutcome:
+             dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
     """One run of ``cfg.channel``. Raises ChannelLocked (exit 75) before touching anything if it is running elsewhere.
 
     ``lock_held``: the caller already holds the channel lock (the CLI takes it before heavy imports).
+    ``dry_run``: everything but the platform call; publish writes the would-be post to the preview directory.
     ``tick``: the scheduled firing this run serves (daemon, worker); TickAlreadyRun if it already ran.
     """
     if lock_held:
-        return _locked_run(cfg, notify, llm, ledger, prompts, tick)
+        return _locked_run(cfg, notify, llm, ledger, prompts, dry_run, tick)
     with channel_lock(cfg, cfg.channel.name):
-        return _locked_run(cfg, notify, llm, ledger, prompts, tick)
+        return _locked_run(cfg, notify, llm, ledger, prompts, dry_run, tick)
 
 
 def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledger: Ledger | None,
-                prompts: Prompts | None, tick: datetime | None = None) -> RunOutcome:
+                prompts: Prompts | None, dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
     from .reconcile import reconcile
 
     channel = cfg.channel.name
@@ -104,7 +106,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     tools = toolbox()
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick)
     alerter.started(run.id, channel, cfg.llm.model)
-    ctx = RunContext(run.id, cfg, ledger, llm, prompts)
+    ctx = RunContext(run.id, cfg, ledger, llm, prompts, dry_run=dry_run)
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
     if notify:
         notify("start", run_id=run.id, model=cfg.llm.model, channel=channel)
@@ -132,6 +134,12 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
         status, code, error = "provider_unavailable", exc.exit_code, str(exc)
     except PlatformUnavailableError as exc:
         status, code, error = "platform_unavailable", exc.exit_code, str(exc)
+    except PublicationSubmitted as exc:
+        status, code, error = "submitted", exc.exit_code, str(exc)
+    except AwaitingReview as exc:
+        status, code, error = "awaiting_review", exc.exit_code, str(exc)
+    except DryRunDone as exc:
+        status, code, error = "dry_run", exc.exit_code, str(exc)
     except RunInterrupted as exc:
         status, code, error = "interrupted", exc.exit_code, str(exc)
     except PipelineError as exc:
@@ -146,7 +154,9 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     ledger.finish_run(run.id, status, int(code), error)
     tracing.end(span, error if status != "done" else None, **{"pipeline.run.status": status, "pipeline.exit_code": int(code)})
     if status != "done":
-        log.error("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, status, code, error, run.id)
+        # Waiting for an editor, or a dry run, is a state the operator asked for: not an error line.
+        say = log.warning if status in ("awaiting_review", "dry_run") else log.error
+        say("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, status, code, error, run.id)
     alerter.finished(channel, run.id, status, int(code), error)
     export_after_run(cfg)
     if own_ledger:

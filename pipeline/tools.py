@@ -49,6 +49,10 @@ class RunContext:
     # The run's budget of failed platform requests (pipeline.publishers.remote.AttemptBudget),
     # made by the first publish call and shared by every later one.
     platform_budget: Any = None
+    # `pipeline run --dry-run`: publish writes a preview and ends the run instead of calling the platform.
+    dry_run: bool = False
+    # Set by `pipeline review approve`: who approved this run's article (publish may proceed).
+    approved_by: str | None = None
 
 
 @dataclass(frozen=True)

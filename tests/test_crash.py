@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -88,10 +87,13 @@ def platform_posts(target: str, server, site: Path) -> list[tuple[str | None, st
     """(idempotency key, url) of every post the platform holds."""
     if server is not None:
         return [(p.key, p.url) for p in server.posts]
-    posts = []
+    posts = []  # the local site's records (.pipeline/posts/<slug>.json) say which key each page carries
     for page in sorted((site / "posts").glob("*.html")):
-        key = re.search(r'name="pipeline-idempotency-key" content="([0-9a-f]+)"', page.read_text(encoding="utf-8"))
-        posts.append((key.group(1) if key else None, f"http://127.0.0.1:9/posts/{page.name}"))
+        if page.name == "index.html":
+            continue
+        record = site / ".pipeline" / "posts" / f"{page.stem}.json"
+        key = json.loads(record.read_text(encoding="utf-8"))["key"] if record.exists() else None
+        posts.append((key, f"http://127.0.0.1:9/posts/{page.name}"))
     return posts
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import xml.etree.ElementTree as ET
+from datetime import datetime
 from importlib import metadata
 
 import pytest
@@ -256,7 +257,8 @@ def test_local_find_and_atom_feed(tmp_path):
     ns = {"a": "http://www.w3.org/2005/Atom"}
     entries = feed.findall("a:entry", ns)
     assert len(entries) == 1 and entries[0].find("a:link", ns).get("href") == result["url"]
-    assert feed.find("a:updated", ns).text.endswith("Z") and entries[0].find("a:content", ns).text
+    assert datetime.fromisoformat(feed.find("a:updated", ns).text).utcoffset() is not None  # RFC 3339, with zone
+    assert entries[0].find("a:content", ns).text
 
 
 # --- plugins -------------------------------------------------------------------

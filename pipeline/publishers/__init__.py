@@ -36,6 +36,7 @@ BUILTIN = {
     "wordpress": "pipeline.publishers.wordpress:from_config",
     "ghost": "pipeline.publishers.ghost:from_config",
     "webhook": "pipeline.publishers.webhook:from_config",
+    "wechat": "pipeline.publishers.wechat:from_config",
 }
 
 
