@@ -38,7 +38,8 @@ def fake_llm():
     fake.stop()
 
 
-def write_config(directory: Path, api_base: str, scenario: str, extra: str = "") -> Path:
+def write_config(directory: Path, api_base: str, scenario: str, extra: str = "",
+                 ledger_url: str = "sqlite:///ledger.db") -> Path:
     path = directory / "config.toml"
     path.write_text(f"""
 [llm]
@@ -50,7 +51,7 @@ backoff_s = 0.01
 timeout_s = 10
 
 [ledger]
-url = "sqlite:///ledger.db"
+url = "{ledger_url}"
 
 [topic]
 backlog = "{REPO / 'topics.txt'}"

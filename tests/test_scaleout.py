@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import KEY_ENV, REPO
+from conftest import KEY_ENV, write_config
 from services import broker_url
 from sqlmodel import select
 
@@ -130,33 +130,14 @@ CHANNELS = ("alpha", "beta", "gamma")
 
 def _celery_config(directory: Path, api_base: str, ledger_url: str, broker: str, scenario: str = "honest") -> Path:
     channels = "".join(f'\n[[channels]]\nname = "{c}"\ncron = "0 9 * * *"\n' for c in CHANNELS)
-    path = directory / "config.toml"
-    path.write_text(f"""
-[llm]
-model = "openai/{scenario}"
-api_base = "{api_base}"
-api_key_env = "{KEY_ENV}"
-max_retries = 2
-backoff_s = 0.01
-timeout_s = 10
-
-[ledger]
-url = "{ledger_url}"
-
-[topic]
-backlog = "{REPO / 'topics.txt'}"
-
-[publish.local]
-dir = "site"
-base_url = "http://127.0.0.1:8765"
-
+    engine = f"""
 [engine]
 kind = "celery"
 broker_url = "{broker}"
 queue = "pipeline-test-{secrets.token_hex(3)}"
 visibility_timeout_s = 30
-{channels}""", encoding="utf-8")
-    return path
+"""
+    return write_config(directory, api_base, scenario, engine + channels, ledger_url=ledger_url)
 
 
 class Worker:
@@ -271,23 +252,8 @@ def _daemon(config: Path, log: Path) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_a_standby_daemon_takes_over_when_the_leader_is_killed(tmp_path, fake_llm, pg_url):
-    path = tmp_path / "config.toml"
-    path.write_text(f"""
-[llm]
-model = "openai/honest"
-api_base = "{fake_llm.api_base}"
-api_key_env = "{KEY_ENV}"
-[ledger]
-url = "{pg_url}"
-[topic]
-backlog = "{REPO / 'topics.txt'}"
-[publish.local]
-dir = "site"
-base_url = "http://127.0.0.1:8765"
-[daemon]
-cron = "*/4 * * * * *"
-standby_poll_s = 0.5
-""")
+    path = write_config(tmp_path, fake_llm.api_base, "honest", '\n[daemon]\ncron = "*/4 * * * * *"\nstandby_poll_s = 0.5\n',
+                        ledger_url=pg_url)
     a_log, b_log = tmp_path / "a.log", tmp_path / "b.log"
     a = _daemon(path, a_log)
     _wait(lambda: "leading" in a_log.read_text(), 30, "daemon A to lead")
