@@ -38,11 +38,12 @@ from sqlmodel import select
 
 from pipeline.config import Config
 from pipeline.content import slugify
-from pipeline.errors import (AwaitingReview, CapabilityError, ConfigError, DryRunDone, PipelineError,
-                             PlatformUnavailableError, PublicationFailed, PublicationSubmitted)
+from pipeline.errors import (AwaitingReview, CapabilityError, ConfigError, DeadlineExceeded, DryRunDone, PipelineError,
+                             PlatformUnavailableError, PublicationFailed, PublicationSubmitted, RunInterrupted)
 from pipeline.ledger import Ledger
 from pipeline.models import Article, Publication, Run, Topic, utcnow
-from pipeline.publishers import Published, Publisher, PublishOutcomeUnknown, get_publisher, same_content
+from pipeline.publishers import (LookupUnsupported, Published, Publisher, PublishOutcomeUnknown, get_publisher,
+                                 same_content)
 from pipeline.publishers.remote import AttemptBudget, RemotePublisher
 from pipeline.tools import RunContext, capability
 from pipeline.verify import check_url, host_allowed
@@ -175,6 +176,10 @@ def _find_earlier(publisher: Publisher, key: str, slug: str, digest: str) -> Pub
     """What an earlier attempt with this key left on the platform; CapabilityError if the slug holds other content."""
     try:
         found = publisher.find(key=key, slug=slug)
+    except LookupUnsupported as exc:
+        if getattr(publisher, "dedupes_creates", False):
+            return None  # sending again with the same key is safe: the platform answers the first post
+        raise CapabilityError(f"{exc}; not publishing twice") from None
     except (OSError, httpx.HTTPError) as exc:
         raise CapabilityError(f"cannot tell whether an earlier attempt reached {publisher.name} "
                               f"({type(exc).__name__}: {exc}); not publishing twice, try again later") from None
@@ -211,6 +216,10 @@ def _call_platform(ctx: RunContext, publisher: Publisher, row_id: int, key: str,
     except PublishOutcomeUnknown as exc:
         # The platform may hold the post: stay pending so the next attempt or recovery asks find().
         _mark(ctx.ledger, row_id, "pending", f"outcome unknown: {exc}")
+        raise
+    except (RunInterrupted, DeadlineExceeded) as exc:
+        # Abandoned mid-call: the platform may hold the post. Pending, so recovery asks find() first.
+        _mark(ctx.ledger, row_id, "pending", f"outcome unknown: the call to {publisher.name} was abandoned ({exc})")
         raise
     except PlatformUnavailableError as exc:
         # A create may have gone out before the budget ran out: pending, for the next run's recovery.
@@ -334,13 +343,29 @@ def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Articl
     return row.status not in ("pending", "submitted")
 
 
-def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Publisher) -> bool:
-    """Ask the platform about one pending row and write down the answer; False if it was settled meanwhile."""
+UNKNOWN = "unknown"  # the platform may hold the post and cannot be asked: said so, never "not published"
+
+
+def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Publisher) -> bool | str:
+    """Ask the platform about one pending row and write down the answer; False if it was settled meanwhile.
+
+    Returns ``UNKNOWN`` when the platform cannot be asked (no lookup): the row then says so.
+    """
     if _is_async(publisher):
         return _resume_async(cfg, ledger, pub, article, publisher)
     if pub.status != "pending":
         return False
-    found = publisher.find(key=pub.idempotency_key, slug=_slug(article, pub.idempotency_key))
+    try:
+        found = publisher.find(key=pub.idempotency_key, slug=_slug(article, pub.idempotency_key))
+    except LookupUnsupported as exc:
+        with ledger.write() as s:
+            row = s.get(Publication, pub.id)
+            if row.status != "pending":
+                return False
+            row.status = UNKNOWN
+            row.verification = f"{RECOVERED}: outcome unknown: {exc}; it may be live without a registration"
+            s.add(row)
+        return UNKNOWN
     mismatch = same_content(found, pub.idempotency_key, pub.content_hash) if found else None
     problem = None if found is None or mismatch else _verify(cfg, publisher, found, pub.content_hash)
     with ledger.write() as s:
@@ -360,7 +385,7 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
 
 
 def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
-                    older_than_min: float | None = None) -> int:
+                    older_than_min: float | None = None, on_unknown=None) -> int:
     """Settle publications left ``pending`` by runs that are no longer running; returns how many were settled.
 
     A run counts as no longer running when its status is anything but
@@ -374,6 +399,8 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
 
     ``channel`` limits recovery to that channel's runs: channels may point the
     same target at different sites, and only ``cfg``'s channel is known here.
+    A platform without a lookup cannot answer: the row becomes ``unknown`` and
+    ``on_unknown(publication, detail)`` is called (the runner alerts).
     """
     minutes = cfg.publish.recover_after_min if older_than_min is None else older_than_min
     settled, publishers, down = 0, {}, set()
@@ -386,7 +413,11 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
                 if isinstance(publishers[pub.target], RemotePublisher) or _is_async(publishers[pub.target]):
                     # a dead host must not stall the run's start
                     publishers[pub.target].budget = budget_for(cfg)
-            settled += _recover_one(cfg, ledger, pub, article, publishers[pub.target])
+            outcome = _recover_one(cfg, ledger, pub, article, publishers[pub.target])
+            settled += bool(outcome)
+            if outcome == UNKNOWN and on_unknown is not None:
+                on_unknown(pub, f"publication {pub.id} (run {pub.run_id}, {pub.target}): the outcome of the "
+                                "interrupted publish cannot be known; the platform may hold the post — check it by hand")
         except PlatformUnavailableError as exc:
             down.add(pub.target)
             log.warning("publication %s (%s) left pending: %s", pub.id, pub.target, exc)

@@ -23,12 +23,14 @@ import io
 import json
 import logging
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 from sqlmodel import select
 
+from pipeline import deadline
 from pipeline.content import normalize_title
 from pipeline.errors import CapabilityError
 from pipeline.models import Publication, Topic
@@ -48,31 +50,40 @@ class Candidate:
 def _clean(text: str | None) -> str | None:
     if not text:
         return None
-    text = re.sub(r"<[^>]+>", " ", text)  # feed summaries carry HTML
+    if "<" in text:
+        text = re.sub(r"<[^>]+>", " ", text)  # feed summaries carry HTML
     text = " ".join(text.split())
     return text[:MAX_FIELD] or None
 
 
-def backlog(path: Path) -> list[Candidate]:
+def _backlog_rows(path: Path) -> Iterator[tuple[str, str | None]]:
+    """(clean title, raw angle) per backlog entry, in file order, lazily: the topic step stops at the first fresh one."""
     if not path.exists():
-        return []
-    text = path.read_text(encoding="utf-8")
+        return
+    content = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".csv":
-        rows = csv.DictReader(io.StringIO(text))
-        out = []
-        for row in rows:
+        for row in csv.DictReader(io.StringIO(content)):
             title = _clean(row.get("title"))
             if title:
-                angle = " — ".join(x for x in (_clean(row.get("angle")), _clean(row.get("keywords"))) if x) or None
-                out.append(Candidate(title, angle, f"backlog:{path.name}"))
-        return out
-    out = []
-    for line in text.splitlines():
+                yield title, " — ".join(x for x in (_clean(row.get("angle")), _clean(row.get("keywords"))) if x) or None
+        return
+    for line in content.splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             title, _, angle = line.partition("|")
-            out.append(Candidate(_clean(title), _clean(angle), f"backlog:{path.name}"))
-    return [c for c in out if c.title]
+            title = _clean(title)
+            if title:
+                yield title, angle
+
+
+def iter_backlog(path: Path) -> Iterator[Candidate]:
+    source = f"backlog:{path.name}"
+    for title, angle in _backlog_rows(path):
+        yield Candidate(title, _clean(angle), source)
+
+
+def backlog(path: Path) -> list[Candidate]:
+    return list(iter_backlog(path))
 
 
 def feed(source: str, base: Path, timeout_s: float, limit: int) -> list[Candidate]:
@@ -80,7 +91,8 @@ def feed(source: str, base: Path, timeout_s: float, limit: int) -> list[Candidat
 
     try:
         if re.match(r"https?://", source):
-            resp = httpx.get(source, timeout=timeout_s, follow_redirects=True)
+            # feed_timeout_s bounds the whole fetch: a feed server trickling bytes cannot hold the run.
+            resp = deadline.http(httpx.get, source, timeout=timeout_s, follow_redirects=True, total_s=timeout_s)
             resp.raise_for_status()
             raw = resp.content
         else:
@@ -126,16 +138,71 @@ def brainstorm(ctx: RunContext, published: list[str]) -> list[Candidate]:
         raise CapabilityError("brainstorming returned no usable topic candidates; call topic again") from None
 
 
+class Repeats:
+    """Published titles, indexed so that checking a candidate does not grow with the history.
+
+    A repeat is a title whose difflib ratio to a published one reaches the threshold. Exact
+    matches (most repeats: a backlog line published before) are a set lookup. For the rest,
+    two upper bounds on the ratio, both computed for all titles at once by C string methods,
+    discard nearly every title before difflib runs:
+
+        ratio = 2·M / (len(a) + len(b)),  M ≤ min(len(a) − k, len(b))
+
+    where M is the number of matched characters and k the number of characters of the
+    published title ``a`` that do not occur in the candidate ``b`` at all (one ``translate``
+    over every title joined). The few titles left go through difflib's own bounds
+    (real_quick_ratio, quick_ratio) and then the exact ratio, in the original argument order:
+    the verdicts are those of comparing with every title, at a fraction of the cost.
+    """
+
+    def __init__(self, published: Iterable[str], threshold: float) -> None:
+        self.threshold = threshold
+        self.exact = set(published)
+        self._titles = list(self.exact)
+        self._lengths = list(map(len, self._titles))
+        # Normalised titles hold no newline (normalize_title folds \W+ to a space): a safe separator.
+        self._joined = "\n".join(self._titles)
+
+    def __call__(self, title: str) -> bool:
+        norm = normalize_title(title)
+        if norm in self.exact:
+            return True
+        if not self._titles:
+            return False
+        t, lb = self.threshold, len(norm)
+        if t <= 0:
+            return True
+        # k for every title at once: delete the candidate's characters, measure what is left.
+        foreign = map(len, self._joined.translate({ord(c): None for c in set(norm)}).split("\n"))
+        bound = difflib.SequenceMatcher(None, "", norm)  # norm as seq2: its counts are built once
+        for p, la, k in zip(self._titles, self._lengths, foreign):
+            if 2 * min(la - k, lb) < t * (la + lb):
+                continue
+            bound.set_seq1(p)
+            if bound.quick_ratio() >= t and difflib.SequenceMatcher(None, norm, p).ratio() >= t:
+                return True
+        return False
+
+
 def is_repeat(title: str, published: list[str], threshold: float) -> bool:
-    norm = normalize_title(title)
-    return any(difflib.SequenceMatcher(None, norm, p).ratio() >= threshold for p in published)
+    return Repeats(published, threshold)(title)
 
 
-def _published_titles(ctx: RunContext) -> list[str]:
+def _published_titles(ctx: RunContext) -> tuple[list[str], set[str]]:
+    """Normalised titles of published topics, oldest first, and the same titles as they were stored.
+
+    One plain query on the DB-API cursor: with ten thousand publications, building rows
+    through the ORM would cost more than the whole check.
+    """
+    query = (f"SELECT t.normalized, t.title FROM {Topic.__tablename__} t WHERE t.run_id IN "
+             f"(SELECT run_id FROM {Publication.__tablename__} WHERE status = 'verified') ORDER BY t.id")
     with ctx.ledger.read() as s:
-        rows = s.exec(select(Topic.normalized).join(Publication, Publication.run_id == Topic.run_id)
-                      .where(Publication.status == "verified"))
-        return list(dict.fromkeys(rows))
+        rows = s.connection().exec_driver_sql(query).fetchall()
+    return list(dict.fromkeys(r[0] for r in rows)), {r[1] for r in rows}
+
+
+def _first_fresh(candidates: Iterable[Candidate], repeats: Repeats) -> Candidate | None:
+    return next((c for c in candidates if not repeats(c.title)), None)
 
 
 @capability
@@ -145,18 +212,24 @@ def topic(ctx: RunContext) -> dict:
         chosen = s.exec(select(Topic).where(Topic.run_id == ctx.run_id).order_by(Topic.id)).first()
     if chosen is None:
         t = ctx.cfg.topic
-        published = _published_titles(ctx)
-        fresh = lambda cands: [c for c in cands if not is_repeat(c.title, published, t.similarity_threshold)]  # noqa: E731
-        candidates = fresh(backlog(ctx.cfg.path(t.backlog))) if t.backlog else []
+        published, stored = _published_titles(ctx)
+        repeats = Repeats(published, t.similarity_threshold)
+        # Sources in order, each consulted only when the ones before hold nothing fresh.
+        pick = None
+        if t.backlog:
+            path = ctx.cfg.path(t.backlog)
+            # Titles only, until one is fresh: a Candidate is built for the pick alone.
+            row = next(((title, angle) for title, angle in _backlog_rows(path)
+                        if title not in stored and not repeats(title)), None)
+            pick = Candidate(row[0], _clean(row[1]), f"backlog:{path.name}") if row else None
         for source in t.feeds:
-            if candidates:
+            if pick is not None:
                 break
-            candidates = fresh(feed(source, ctx.cfg.base_dir, t.feed_timeout_s, t.max_feed_items))
-        if not candidates:
-            candidates = fresh(brainstorm(ctx, published))
-        if not candidates:
+            pick = _first_fresh(feed(source, ctx.cfg.base_dir, t.feed_timeout_s, t.max_feed_items), repeats)
+        if pick is None:
+            pick = _first_fresh(brainstorm(ctx, published), repeats)
+        if pick is None:
             raise CapabilityError("every candidate topic repeats a published one; call topic again for new ideas")
-        pick = candidates[0]
         with ctx.ledger.write() as s:
             chosen = Topic(run_id=ctx.run_id, title=pick.title, normalized=normalize_title(pick.title),
                            angle=pick.angle, source=pick.source)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from . import shutdown
+from . import deadline, shutdown
 from .locks import lost_lock
 from .config import AgentConfig
 from .errors import AgentHallucinationError, AgentIncompleteError, AgentStuckError, RunInterrupted
@@ -70,7 +70,9 @@ class AgentLoop:
                 raise RunInterrupted("stop requested; stopped between two steps")
             if why := lost_lock():  # another host may now run this channel: never alongside it
                 raise RunInterrupted(f"{why}; stopped between two steps")
-            reply = self._constrained_turn(messages) if escalated else ctx.llm.complete(messages, tools=self.toolbox.schemas())
+            deadline.check()  # the run's deadline may have passed between two calls
+            with deadline.limit(self.cfg.step_deadline_s, "step: model turn"):
+                reply = self._constrained_turn(messages) if escalated else ctx.llm.complete(messages, tools=self.toolbox.schemas())
             turn = ledger.add_turn(
                 run_id, "assistant", reply.text,
                 tool_calls_json=json.dumps(reply.as_message().get("tool_calls"), ensure_ascii=False) if reply.tool_calls else None,
@@ -85,7 +87,8 @@ class AgentLoop:
                 repeated: tuple[str, str, int] | None = None
                 for call in reply.tool_calls:
                     self.notify("tool_start", name=call.name)
-                    result = self.toolbox.execute(ctx, call, turn)
+                    with deadline.limit(self.cfg.step_deadline_s, f"step: {call.name}"):
+                        result = self.toolbox.execute(ctx, call, turn)
                     content = result.content()
                     ledger.add_turn(run_id, "tool", content, tool_call_id=call.id)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": content})

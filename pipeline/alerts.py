@@ -20,7 +20,9 @@ from typing import Any
 
 import httpx
 
+from . import deadline
 from .config import AlertsConfig
+from .redact import shown
 from .verify import shared_client
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,9 @@ def chat_payload(fmt: str, text: str) -> dict[str, Any]:
 
 def post_chat(url: str, fmt: str, text: str, timeout_s: float = 5.0) -> bool:
     try:
-        resp = shared_client().post(url, json=chat_payload(fmt, text), timeout=timeout_s)
+        # Bounded in total, and not cut short by a stop request: the alert about an interrupted run must go out.
+        resp = deadline.http(shared_client().post, url, json=chat_payload(fmt, text), timeout=timeout_s,
+                             total_s=timeout_s, interruptible=False)
         resp.raise_for_status()
         return True
     except httpx.HTTPError as exc:
@@ -55,7 +59,8 @@ def alert_text(channel: str, run_id: str | None, outcome: str, detail: str | Non
         lines.append(detail[:500])
     if run_id:
         lines.append(f"see: pipeline ledger diff --run {run_id}")
-    return "\n".join(lines)
+    # Details quote error bodies and feed titles: an alert carries no secret and no control sequence.
+    return shown("\n".join(lines))
 
 
 def ping_rid(run_id: str):
@@ -77,8 +82,9 @@ class Alerter:
         # run id); the POST body is kept as the ping's log, up to 100 kB.
         params = {"rid": str(ping_rid(run_id))} if run_id else None
         try:
-            shared_client().post(f"{self.cfg.ping_url.rstrip('/')}/{suffix}", params=params,
-                                 content=body.encode("utf-8")[:10_000], timeout=self.cfg.timeout_s)
+            deadline.http(shared_client().post, f"{self.cfg.ping_url.rstrip('/')}/{suffix}", params=params,
+                          content=body.encode("utf-8")[:10_000], timeout=self.cfg.timeout_s,
+                          total_s=self.cfg.timeout_s, interruptible=False)
         except httpx.HTTPError as exc:
             log.warning("health ping /%s failed: %s", suffix, type(exc).__name__)
 

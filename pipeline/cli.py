@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,13 @@ import typer
 
 from .errors import ConfigError, PipelineError
 from .untrusted import visible as for_display
+from .redact import scrub, shown
+from .untrusted import for_rich
+
+
+def safe(text: object) -> str:
+    """Untrusted text for a Rich markup string: secrets removed, markup escaped, controls visible."""
+    return for_rich(scrub(text))
 
 
 class _LazyModule:
@@ -89,15 +97,18 @@ def _clean_errors(code_on_error: int | None = None):
     try:
         yield
     except PipelineError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        err.print(f"error: {shown(exc)}", markup=False, highlight=False)
         raise typer.Exit(code_on_error if code_on_error is not None else int(exc.exit_code)) from None
 
 
 def _setup_logging(verbose: bool) -> None:
     from rich.logging import RichHandler
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(console=err, show_path=False, show_time=False)])
+    from .redact import install_log_filter
+
+    handler = RichHandler(console=err, show_path=False, show_time=False, markup=False)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s", handlers=[handler])
+    install_log_filter([handler])  # log lines carry error bodies and feed titles: no secrets, no control sequences
     for noisy in ("LiteLLM", "litellm", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
 
@@ -166,12 +177,12 @@ class _Progress:
 
     def __call__(self, event: str, **data: Any) -> None:
         if event == "start":
-            out.print(f"[bold]run[/] {data['run_id']}  model [cyan]{data['model']}[/]", highlight=False)
+            out.print(f"[bold]run[/] {data['run_id']}  model [cyan]{safe(data['model'])}[/]", highlight=False)
         elif event == "tool_start":
             import time
 
             self.started = time.perf_counter()
-            self.status = err.status(f"{data['name']} …")
+            self.status = err.status(f"{safe(data['name'])} …")  # the model names the tool: untrusted
             self.status.start()
         elif event == "tool_end":
             import time
@@ -182,19 +193,18 @@ class _Progress:
             p = data["payload"]
             if data["ok"]:
                 shown = {k: v for k, v in p.items() if k in ("title", "article_id", "score", "url", "registration_no", "publication_id", "replayed")}
-                out.print(f"  [green]✓[/] {data['name']:<9} {took}  {json.dumps(shown, ensure_ascii=False)}", highlight=False)
+                # Titles come from feeds and the model: never markup, never control sequences.
+                out.print(f"  [green]✓[/] {safe(data['name']):<9} {took}  {safe(json.dumps(shown, ensure_ascii=False))}", highlight=False)
             else:
-                out.print(f"  [red]✗[/] {data['name']:<9} {took}  {p.get('error')}", highlight=False)
+                out.print(f"  [red]✗[/] {safe(data['name']):<9} {took}  {safe(p.get('error'))}", highlight=False)
         elif event == "turn" and not data["calls"]:
-            from rich.markup import escape
-
-            out.print(f"  [dim]model: {escape((data['text'] or '(empty)')[:160])}[/]", highlight=False)
+            out.print(f"  [dim]model: {safe((data['text'] or '(empty)')[:160])}[/]", highlight=False)
         elif event == "escalate":
             out.print("  [yellow]![/] guard: next turns constrained by a JSON schema to a tool call or a final answer", highlight=False)
         elif event == "nudge":
             what = ", ".join(f"{h['capability']} {h['status']}" + (f" ({h['value']})" if h.get("value") else "")
                              for h in data["hallucinations"]) or f"missing {', '.join(data['missing'])}"
-            out.print(f"  [yellow]![/] guard: {data['kind']} — {what}; nudge {data['n']}/{data['max']}", highlight=False)
+            out.print(f"  [yellow]![/] guard: {data['kind']} — {safe(what)}; nudge {data['n']}/{data['max']}", highlight=False)
 
 
 def _print_summary(ledger, outcome) -> None:
@@ -205,9 +215,9 @@ def _print_summary(ledger, outcome) -> None:
     out.print(f"[bold]status[/]                 [{colour}]{outcome.status}[/] (exit {outcome.exit_code})", highlight=False)
     for key in ("topic", "title", "score", "url", "registration_no", "nudges", "hallucinations_caught"):
         value = "—" if s[key] in (None, "") else str(s[key])
-        out.print(f"[bold]{key.replace('_', ' '):<22}[/] {value}", highlight=False)  # one line each: URLs stay whole
+        out.print(f"[bold]{key.replace('_', ' '):<22}[/] {safe(value)}", highlight=False)  # one line each: URLs stay whole
     if outcome.error:
-        err.print(f"{outcome.status}: {outcome.error}", markup=False, highlight=False)
+        err.print(f"{outcome.status}: {shown(outcome.error)}", markup=False, highlight=False)
     if outcome.exit_code != 0:
         err.print(f"see: pipeline ledger diff --run {outcome.run_id}", highlight=False)
 
@@ -221,16 +231,24 @@ def run(config: ConfigOpt = None,
     """Run the pipeline once now (for cron).
 
     Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down, 6 platform down,
-    8 awaiting review, 9 submitted (not yet published), 75 locked, 130 interrupted.
+    7 environment (disk full), 8 awaiting review, 9 submitted (not yet published), 75 locked, 124 deadline,
+    130 interrupted.
     """
-    from . import shutdown
+    from . import redact, shutdown, validate
     from .errors import ChannelLocked
     from .locks import channel_lock
 
+    def force() -> None:  # second signal: the run's row says interrupted, not running
+        runner = sys.modules.get("pipeline.runner")
+        if runner is not None:
+            runner.force_finish()
+
     _setup_logging(verbose)
-    shutdown.install()
+    shutdown.install(on_force=force)
     with _clean_errors():
         cfg = config_mod.load(config).for_channel(channel)
+        redact.from_config(cfg)
+        validate.upfront(cfg)  # milliseconds, before the lock, the ledger or litellm: exit 2 and one line
         try:
             # The lock is taken before the heavy imports: an overlapping cron run gives up in well under a second.
             with channel_lock(cfg, cfg.channel.name):
@@ -238,7 +256,11 @@ def run(config: ConfigOpt = None,
                 from .runner import run_once
 
                 outcome = run_once(cfg, notify=_Progress(), lock_held=True, dry_run=dry_run)  # pre-flight next: no ledger on a config error
-                _print_summary(Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms), outcome)
+                summary_ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+                _print_summary(summary_ledger, outcome)
+                summary_ledger.close()
+                global _fast_exit
+                _fast_exit = True
         except ChannelLocked as exc:
             sys.stderr.write(f"{exc}\n")
             raise typer.Exit(int(exc.exit_code)) from None
@@ -813,8 +835,26 @@ def review_reject(run_id: Annotated[str, typer.Argument(help="Run id.")],
               highlight=False)
 
 
+# Set once a run has ended and its outcome is on the ledger and on screen: the process may then skip
+# interpreter teardown, which with litellm's thousands of modules is seconds of garbage collection on a
+# busy host, and would make "SIGTERM ends a run within 2 s" false for no reason.
+_fast_exit = False
+
+
 def main() -> None:
-    app()
+    try:
+        app()
+    except SystemExit as exc:
+        if not _fast_exit:
+            raise
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        logging.shutdown()  # flush and close every handler
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
 
 
 if __name__ == "__main__":

@@ -27,12 +27,23 @@ from .errors import ConfigError
 CAPABILITIES = ("topic", "draft", "humanize", "publish", "register", "report")
 
 
+def _zone(value: str) -> str:
+    """A known IANA time zone, checked when the file is read, not at ``register`` after publishing."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {value!r}") from None
+    return value
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class LLMConfig(_Section):
-    model: str = "openai/gpt-4o-mini"
+    model: str = Field("openai/gpt-4o-mini", min_length=1, pattern=r"\S")
     api_base: str | None = None
     # Name of the environment variable holding the key; "" for keyless providers
     # (ollama, a local server). The key itself is never read from a file.
@@ -41,6 +52,9 @@ class LLMConfig(_Section):
     max_retries: int = Field(3, ge=0, le=10)
     backoff_s: float = Field(1.0, ge=0)
     temperature: float = Field(0.3, ge=0, le=2)
+    # Total time one model call may take, retries and backoff included (timeout_s bounds each read
+    # only: a server trickling a byte at a time never trips it). 0 = no limit.
+    call_deadline_s: float = Field(300.0, ge=0)
     # Does the provider honour response_format json_schema? Unset: ask litellm's model map.
     json_schema: bool | None = None
 
@@ -63,6 +77,10 @@ class AgentConfig(_Section):
     # The same tool failing the same way this many times in a row (no progress in between) ends the
     # run as incomplete, reason `stuck`; one repeat before that gets a targeted nudge.
     stuck_after: int = Field(3, ge=2, le=20)
+    # Total time for one step (a model turn or a capability, its model and platform calls included)
+    # and for the whole run; past either the run ends (exit 124) and releases the channel. 0 = no limit.
+    step_deadline_s: float = Field(600.0, ge=0)
+    run_deadline_s: float = Field(1800.0, ge=0)
 
     @field_validator("done_when")
     @classmethod
@@ -189,6 +207,8 @@ class RegisterConfig(_Section):
     prefix: str = Field("CT", pattern=r"^[A-Z]{1,8}$")
     timezone: str = "UTC"
 
+    _known_zone = field_validator("timezone")(_zone)
+
 
 class ChannelConfig(_Section):
     """One independent pipeline sharing the ledger: its schedule and what it overrides."""
@@ -203,6 +223,8 @@ class ChannelConfig(_Section):
     humanize: dict[str, Any] = Field(default_factory=dict)
     publish: dict[str, Any] = Field(default_factory=dict)
     registration: dict[str, Any] = Field(default_factory=dict, alias="register")
+
+    _known_zone = field_validator("timezone")(_zone)
 
 
 class ReportConfig(_Section):
@@ -234,6 +256,8 @@ class DaemonConfig(_Section):
     # With a PostgreSQL ledger, several daemons may run: one leads, the others stand by and try to
     # take the lead this often (seconds). A standby takes over within about this after the leader dies.
     standby_poll_s: float = Field(5.0, gt=0)
+
+    _known_zone = field_validator("timezone")(_zone)
 
 
 class EngineConfig(_Section):
@@ -437,7 +461,7 @@ def _describe(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     loc = [str(p) for p in first["loc"]]
     where = f"[{'.'.join(loc[:-1])}] {loc[-1]}" if len(loc) > 1 else (loc[0] if loc else "?")
-    msg = first["msg"]
+    msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     return f"{source}: {where}: {msg}"
@@ -462,6 +486,8 @@ def load(explicit: str | os.PathLike[str] | None = None, environ: dict[str, str]
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     elif explicit or environ.get("PIPELINE_CONFIG"):

@@ -98,6 +98,9 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
     except PipelineError as exc:
         log.error("channel %s: config error, run skipped: %s", channel, exc)
         return int(exc.exit_code)
+    from . import redact
+
+    redact.from_config(cfg)  # before the alert below can quote an error body
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
 
     def track(event: str, **data) -> None:
@@ -176,12 +179,11 @@ def _worker_init() -> None:
     _load_litellm()
 
     def force() -> None:
-        if _active:
-            from . import config as config_mod
+        # Not through a Ledger: the signal interrupted this process's main thread, which may be
+        # inside a ledger write holding the ledger's lock.
+        from .runner import force_finish
 
-            cfg_path = os.environ.get("PIPELINE_DAEMON_CONFIG")
-            if cfg_path:
-                _mark_interrupted(config_mod.load(cfg_path))
+        force_finish("daemon forced to exit by a second signal")
 
     shutdown.install(on_force=force)
 
@@ -397,8 +399,11 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
     def force() -> None:
         if scheduler is None:
             return
+        from .runner import force_finish
+
+        force_finish("daemon forced to exit by a second signal")  # runs on this process's threads
         _signal_workers(scheduler)  # their second signal: they mark their runs interrupted and exit
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + shutdown.FORCE_GRACE_S / 2
         while time.monotonic() < deadline and any(_alive(pid) for pid in _workers(scheduler)):
             time.sleep(0.05)
         _mark_interrupted(cfg)

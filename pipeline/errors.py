@@ -7,10 +7,13 @@ Errors split by *who must fix them*, as smolagents does:
      │    ├── ConfigError             bad config file, bad env override, missing key   → exit 2
      │    ├── LedgerError             the ledger cannot be opened or written           → exit 1
      │    ├── LedgerVersionError      the ledger's schema is newer than this program   → exit 2
-     │    ├── ProviderUnavailableError  the LLM provider failed after bounded retries   → exit 5
-     │    └── PlatformUnavailableError  the publishing platform failed the run's budget  → exit 6
-     │                                  of attempts ([publish] max_failed_attempts /
-     │                                  unavailable_after_s): publish stops calling it
+     │    ├── ProviderUnavailableError  the LLM provider failed after bounded retries,
+     │    │                           or gave no complete answer within call_deadline_s → exit 5
+     │    ├── PlatformUnavailableError  the publishing platform failed the run's budget  → exit 6
+     │    │                             of attempts ([publish] max_failed_attempts /
+     │    │                             unavailable_after_s): publish stops calling it
+     │    ├── EnvironmentFailure      the host failed the run: disk full               → exit 7
+     │    └── DeadlineExceeded        a step or the run outlived its deadline          → exit 124
      ├── ChannelLocked                another process is running this channel          → exit 75
      ├── TickAlreadyRun               a scheduled tick that already has its run        → exit 0
      ├── RunInterrupted               SIGTERM/SIGINT: stopped between two steps         → exit 130
@@ -52,8 +55,10 @@ class ExitCode(IntEnum):
     INCOMPLETE = 4
     PROVIDER_UNAVAILABLE = 5
     PLATFORM_UNAVAILABLE = 6
+    ENVIRONMENT = 7  # the host, not the config or the code: disk full
     AWAITING_REVIEW = 8  # a business state: an editor must approve or reject the article
     SUBMITTED = 9  # submitted to an asynchronous platform, not yet verified: the next run finishes it
+    DEADLINE = 124  # as timeout(1): a step or the whole run ran past its deadline
     LOCKED = 75  # EX_TEMPFAIL: try again later
     INTERRUPTED = 130
 
@@ -93,6 +98,22 @@ class PlatformUnavailableError(OperatorError):
     """The platform kept failing (refused, timed out, 5xx) until the run's budget of attempts ran out."""
 
     exit_code = ExitCode.PLATFORM_UNAVAILABLE
+
+
+class EnvironmentFailure(OperatorError):
+    """The host cannot support the run (disk full): neither a bug nor a config error."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
+class DeadlineExceeded(OperatorError):
+    """A call, a step or the run went past its total deadline (``what`` names which)."""
+
+    exit_code = ExitCode.DEADLINE
+
+    def __init__(self, what: str, seconds: float) -> None:
+        self.what, self.seconds = what, seconds
+        super().__init__(f"{what}: no result within its {seconds:g} s deadline")
 
 
 class TickAlreadyRun(PipelineError):

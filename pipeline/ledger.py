@@ -33,8 +33,8 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import make_transient
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from . import migrations, models
-from .errors import LedgerError, TickAlreadyRun
+from . import disk, migrations, models, redact
+from .errors import EnvironmentFailure, LedgerError, TickAlreadyRun
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
 from .facts import FACT_VALUE_KEYS, Fact, fact_from_execution  # noqa: F401  (re-exported)
 from .models import Claim, Execution, GuardEvent, Run, Tick, Turn, utcnow
@@ -87,6 +87,19 @@ def _sqlite_pragmas(busy_timeout_ms: int):
         cur.close()
 
     return on_connect
+
+
+@event.listens_for(Session, "before_flush")
+def _redact_secrets(session: Session, _ctx, _instances) -> None:
+    """No configured secret is ever written to the ledger, whatever a remote system echoed into the text."""
+    if redact._pattern is None:
+        return
+    for obj in (*session.new, *session.dirty):
+        for name, value in vars(obj).items():
+            if isinstance(value, str) and not name.startswith("_"):
+                clean = redact.scrub(value)
+                if clean != value:
+                    setattr(obj, name, clean)
 
 
 def _sqlite_begin(conn) -> None:
@@ -162,8 +175,25 @@ class Ledger:
             with self._deferred_lock:
                 self._deferred[:0] = deferred
             if isinstance(exc, OperationalError):
+                where = self.sqlite_path
+                if where is not None and disk.is_full(exc.orig, where.parent):
+                    raise EnvironmentFailure(f"{disk.describe(where.parent)}: ledger write failed ({exc.orig})") from None
                 raise LedgerError(f"ledger write failed: {exc.orig}") from None
             raise
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite file, when the ledger is one."""
+        prefix = "sqlite:///"
+        if not self.url.startswith(prefix) or ":memory:" in self.url:
+            return None
+        return Path(self.url[len(prefix):])
+
+    def drop_deferred(self) -> int:
+        """Forget records not yet committed (last resort when even the run's final row cannot be written)."""
+        with self._deferred_lock:
+            n, self._deferred = len(self._deferred), []
+        return n
 
     def defer(self, obj: SQLModel, turn: Turn | None = None) -> None:
         """Insert ``obj`` with the next write (``turn``: a deferred turn whose id it references)."""

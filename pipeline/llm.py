@@ -11,6 +11,10 @@ exponential backoff (``[llm] max_retries``, ``backoff_s``); after that the
 run ends with ``ProviderUnavailableError`` (exit 5). Authentication and
 bad-request errors are not retried: they are the operator's to fix (exit 2).
 
+Deadlines: ``timeout_s`` bounds each read; ``call_deadline_s`` bounds the
+whole call, retries and backoff included, and the step's and run's deadlines
+bound it too (``pipeline.deadline``). A stop request abandons the call at once.
+
 The API key is read from the environment variable named by ``[llm] api_key_env``
 at call time; it is passed to litellm and never stored or logged.
 """
@@ -24,8 +28,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import deadline
 from .config import LLMConfig
-from .errors import ConfigError, ProviderUnavailableError
+from .errors import ConfigError, DeadlineExceeded, ProviderUnavailableError
 from .tools import ToolCall
 from .tracing import traced_chat
 
@@ -43,6 +48,11 @@ def _load_litellm():
 
         litellm.suppress_debug_info = True
         litellm.telemetry = False
+        from .redact import install_log_filter
+
+        # litellm's loggers carry their own handlers, past the CLI's: they get the same redaction.
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+            install_log_filter(logging.getLogger(name).handlers)
         _litellm = litellm
     return _litellm
 
@@ -110,8 +120,23 @@ class ChatModel:
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
                  temperature: float | None = None, seed: int | None = None) -> Reply:
-        """One completion. ``temperature`` overrides the config's for this call (humanize retries vary it);
-        ``seed`` is sent only to the embedded model, whose sampler would otherwise repeat itself."""
+        """One completion, within ``[llm] call_deadline_s``. ``temperature`` overrides the config's for this
+        call (humanize retries vary it); ``seed`` is sent only to the embedded model, whose sampler would
+        otherwise repeat itself."""
+        what = f"model call to {self.cfg.model}"
+        _load_litellm()  # seconds on a cold start: the process's cost, not the provider's, so outside its deadline
+        try:
+            with deadline.limit(self.cfg.call_deadline_s, what):
+                return self._complete(messages, tools, response_format, max_tokens, temperature, seed)
+        except DeadlineExceeded as exc:
+            if exc.what != what:
+                raise  # the step's or the run's deadline: the runner reports it
+            raise ProviderUnavailableError(f"LLM provider for {self.cfg.model} gave no complete answer within "
+                                           f"[llm] call_deadline_s = {exc.seconds:g} s") from None
+
+    def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  response_format: dict[str, Any] | None, max_tokens: int | None,
+                  temperature: float | None, seed: int | None) -> Reply:
         api_key = self._api_key()
         litellm = _load_litellm()
         if is_local(self.cfg.model):
@@ -150,8 +175,11 @@ class ChatModel:
         attempts = self.cfg.max_retries + 1
         for attempt in range(1, attempts + 1):
             started = time.perf_counter()
+            left = deadline.remaining()
+            # The read timeout never outlasts the deadline (the local provider turns it into a decode limit).
+            kwargs["timeout"] = self.cfg.timeout_s if left is None else max(0.1, min(self.cfg.timeout_s, left))
             try:
-                resp = litellm.completion(**kwargs)
+                resp = deadline.call(litellm.completion, **kwargs)
             except fatal as exc:
                 raise ConfigError(f"[llm] model {self.cfg.model}: provider refused the request: {_short(exc)}") from None
             except retryable as exc:
@@ -161,7 +189,10 @@ class ChatModel:
                     ) from None
                 delay = self.cfg.backoff_s * (2 ** (attempt - 1)) * (0.5 + random.random())
                 log.warning("LLM call failed (%s), retry %d/%d in %.1fs", _short(exc), attempt, attempts - 1, delay)
-                self._sleep(delay)
+                if self._sleep is time.sleep:
+                    deadline.sleep(delay)  # a stop request or a deadline ends the pause
+                else:
+                    self._sleep(delay)
                 continue
             return _to_reply(resp, (time.perf_counter() - started) * 1000)
         raise AssertionError("unreachable")

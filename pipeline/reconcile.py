@@ -141,7 +141,8 @@ def reconcile(cfg: Config, ledger: Ledger, alerter: Alerter, *, channel: str, ru
     """
     from capabilities.publish import recheck_published, recover_pending
 
-    recover_pending(cfg, ledger, channel=channel, older_than_min=older_than_min)
+    recover_pending(cfg, ledger, channel=channel, older_than_min=older_than_min,
+                    on_unknown=lambda pub, detail: alerter.alert(channel, pub.run_id, "publication outcome unknown", detail))
     # An article the platform took down after success is no longer published: say so loudly.
     for pub in recheck_published(cfg, ledger, channel=channel):
         log.error("publication %s (%s) was removed from %s: %s", pub.id, pub.url, pub.target, pub.verification)

@@ -11,18 +11,20 @@ ledger untouched.
 from __future__ import annotations
 
 import logging
+import sqlite3
+import threading
 import traceback
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
-from . import shutdown, tracing
+from . import deadline, disk, redact, shutdown, tracing, validate
 from .agent import AgentLoop, Notify
 from .alerts import Alerter
 from .claims import ClaimRules, claim_rules
 from .config import Config
-from .errors import (AgentHallucinationError, AgentIncompleteError, AwaitingReview, DryRunDone, ExitCode,
-                     PipelineError, PlatformUnavailableError, ProviderUnavailableError, PublicationSubmitted,
-                     RunInterrupted)
+from .errors import (AgentHallucinationError, AgentIncompleteError, AwaitingReview, DeadlineExceeded, DryRunDone,
+                     EnvironmentFailure, ExitCode, PipelineError, PlatformUnavailableError, ProviderUnavailableError,
+                     PublicationSubmitted, RunInterrupted)
 from .guard import Guard
 from .ledger import Ledger
 from .llm import ChatModel, is_local
@@ -58,6 +60,7 @@ class RunOutcome:
 
 def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
     """Everything that can be wrong with the config, found before anything is recorded."""
+    validate.upfront(cfg)
     rules = claim_rules(cfg)
     get_publisher(cfg)
     ChatModel(cfg.llm)._api_key()
@@ -90,11 +93,14 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     from .reconcile import reconcile
 
     channel = cfg.channel.name
+    redact.from_config(cfg)  # before anything can be stored, printed, alerted or logged
     prompts = prompts or Prompts()
     rules = preflight(cfg, prompts)
     tracing.configure(cfg.traces)
     own_ledger = ledger is None
     ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    if ledger.sqlite_path is not None:
+        disk.reserve(ledger.sqlite_path)
     alerter = Alerter(cfg.alerts)
     # We hold this channel's lock, so a run of it still marked "running" died without a word
     # (kill -9, power loss). Say so; the run below first settles what it may have left. (On
@@ -105,6 +111,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     tools = toolbox()
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick)
+    _track(run.id, ledger)
     alerter.started(run.id, channel, cfg.llm.model)
     ctx = RunContext(run.id, cfg, ledger, llm, prompts, dry_run=dry_run)
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
@@ -117,15 +124,16 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     try:
         if shutdown.requested():
             raise RunInterrupted("stop requested before the run began")
-        # Before anything can publish again: settle what crashed runs left on the platform (a
-        # crash-restart never publishes twice) and register what crashed or interrupted runs
-        # published but never registered. Wrong credentials end the run here: exit 2.
-        with tracing.current(span):
-            reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id, older_than_min=0)
-        if shutdown.requested():
-            raise RunInterrupted("stop requested before the run began")
-        with tracing.current(span):
-            AgentLoop(ctx, tools, guard, cfg.agent, notify, channel).run()
+        with deadline.limit(cfg.agent.run_deadline_s, "run"):
+            # Before anything can publish again: settle what crashed runs left on the platform (a
+            # crash-restart never publishes twice) and register what crashed or interrupted runs
+            # published but never registered. Wrong credentials end the run here: exit 2.
+            with tracing.current(span):
+                reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id, older_than_min=0)
+            if shutdown.requested():
+                raise RunInterrupted("stop requested before the run began")
+            with tracing.current(span):
+                AgentLoop(ctx, tools, guard, cfg.agent, notify, channel).run()
     except AgentHallucinationError as exc:
         status, code, error = "hallucination", exc.exit_code, str(exc)
     except AgentIncompleteError as exc:
@@ -142,16 +150,24 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
         status, code, error = "dry_run", exc.exit_code, str(exc)
     except RunInterrupted as exc:
         status, code, error = "interrupted", exc.exit_code, str(exc)
+    except DeadlineExceeded as exc:
+        status, code, error = "timed_out", exc.exit_code, str(exc)
+    except EnvironmentFailure as exc:
+        status, code, error = "environment", exc.exit_code, str(exc)
     except PipelineError as exc:
         status, code, error = "error", exc.exit_code, str(exc)
     except KeyboardInterrupt:
-        ledger.finish_run(run.id, "interrupted", int(ExitCode.INTERRUPTED), "interrupted by the operator")
+        _finish(ledger, run.id, "interrupted", int(ExitCode.INTERRUPTED), "interrupted by the operator")
         tracing.end(span, "interrupted by the operator", **{"pipeline.run.status": "interrupted"})
         raise
-    except Exception as exc:  # a bug: record it, keep the traceback in the log
-        log.error("run %s crashed:\n%s", run.id, traceback.format_exc())
-        status, code, error = "error", ExitCode.INTERNAL, f"{type(exc).__name__}: {exc}"
-    ledger.finish_run(run.id, status, int(code), error)
+    except Exception as exc:
+        where = ledger.sqlite_path.parent if ledger.sqlite_path is not None else cfg.state_dir
+        if disk.is_full(exc, where):  # a site page or report that could not be written
+            status, code, error = "environment", ExitCode.ENVIRONMENT, f"{disk.describe(where)}: {exc}"
+        else:  # a bug: record it, keep the traceback in the log
+            log.error("run %s crashed:\n%s", run.id, traceback.format_exc())
+            status, code, error = "error", ExitCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+    status, code, error = _finish(ledger, run.id, status, int(code), error)
     tracing.end(span, error if status != "done" else None, **{"pipeline.run.status": status, "pipeline.exit_code": int(code)})
     if status != "done":
         # Waiting for an editor, or a dry run, is a state the operator asked for: not an error line.
@@ -160,5 +176,75 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     alerter.finished(channel, run.id, status, int(code), error)
     export_after_run(cfg)
     if own_ledger:
-        ledger.close()
+        try:
+            ledger.close()
+        except EnvironmentFailure as exc:  # the run row is written; a deferred record could not be
+            log.error("%s", exc)
     return RunOutcome(run.id, status, int(code), error)
+
+
+# --- the run's last row, whatever happens -------------------------------------------------
+
+_active: dict[str, str] = {}  # run id -> ledger URL, for a forced exit
+_active_lock = threading.Lock()
+
+
+def _track(run_id: str, ledger: Ledger) -> None:
+    with _active_lock:
+        _active[run_id] = ledger.url
+
+
+def _finish(ledger: Ledger, run_id: str, status: str, code: int, error: str | None) -> tuple[str, int, str | None]:
+    """Write the run's outcome; on a full disk, free the reserve and write it anyway, as an environment failure."""
+    try:
+        ledger.finish_run(run_id, status, code, error)
+    except EnvironmentFailure as exc:
+        if status == "done":
+            status, code, error = "environment", int(exc.exit_code), f"the run's work is done, but {exc}"
+        elif status != "environment":
+            status, code, error = "environment", int(exc.exit_code), f"{exc} (while ending {status}: {error})"
+        if ledger.sqlite_path is not None:
+            disk.release(ledger.sqlite_path)
+        try:
+            ledger.finish_run(run_id, status, code, error)
+        except EnvironmentFailure:
+            lost = ledger.drop_deferred()  # the run's row matters most: without it the run would stay "running"
+            log.error("disk full: %d uncommitted record(s) of run %s dropped to record its end", lost, run_id)
+            ledger.finish_run(run_id, status, code, error)
+    finally:
+        with _active_lock:
+            _active.pop(run_id, None)
+    return status, code, error
+
+
+def force_finish(reason: str = "interrupted by a second signal") -> None:
+    """From a signal handler on the way out: mark this process's runs interrupted, in well under a second.
+
+    A fresh connection, not the Ledger: the interrupted main thread may hold the Ledger's lock.
+    If the database is busy the row stays "running" and the next run marks it crashed.
+    """
+    with _active_lock:
+        active = dict(_active)
+    now = datetime.now(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
+    update = ("UPDATE runs SET status = 'interrupted', exit_code = 130, error = :reason, finished_at = :now "
+              "WHERE id = :run_id AND status = 'running'")
+    for run_id, url in active.items():
+        params = {"reason": reason, "now": now, "run_id": run_id}
+        try:
+            if url.startswith("sqlite:///"):
+                conn = sqlite3.connect(url[len("sqlite:///"):], timeout=0.5, isolation_level=None)
+                try:
+                    conn.execute(update, params)
+                finally:
+                    conn.close()
+            else:
+                from sqlalchemy import create_engine, text
+                from sqlalchemy.pool import NullPool
+
+                engine = create_engine(url, poolclass=NullPool)
+                with engine.begin() as server:
+                    server.execute(text("SET LOCAL lock_timeout = '500ms'"))
+                    server.execute(text(update), params)
+                engine.dispose()
+        except Exception as exc:  # noqa: BLE001  (on the way out: say it, never raise)
+            log.error("run %s left running: %s", run_id, exc)

@@ -68,7 +68,10 @@ class ToolResult:
     payload: dict[str, Any] = field(default_factory=dict)
 
     def content(self) -> str:
-        return json.dumps({"ok": self.ok, **self.payload}, ensure_ascii=False)
+        from .redact import scrub
+
+        # What the model reads (and could write into an article) carries no secret an error body echoed.
+        return scrub(json.dumps({"ok": self.ok, **self.payload}, ensure_ascii=False))
 
 
 @dataclass(frozen=True)

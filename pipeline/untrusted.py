@@ -34,5 +34,5 @@ def for_rich(text: object) -> str:
 
 
 def for_xml(text: object) -> str:
-    """``text`` without the characters XML 1.0 forbids (they are dropped, not escaped: XML has no escape for them)."""
-    return _NOT_XML.sub("", str(text))
+    """``text`` for an XML document: what XML 1.0 forbids dropped (XML has no escape for it), other controls visible."""
+    return visible(_NOT_XML.sub("", str(text)))

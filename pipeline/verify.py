@@ -48,7 +48,9 @@ def check_url(url: str, allowed_domains: list[str], timeout_s: float = 5.0) -> V
     if not host_allowed(url, allowed_domains):
         return Verification(False, f"host of {url} is not on [publish] allowed_domains {allowed_domains}")
     try:
-        resp = _head_or_get(shared_client(), url, timeout_s)
+        from . import deadline
+
+        resp = deadline.http(_head_or_get, shared_client(), url, timeout_s, total_s=timeout_s)
     except httpx.HTTPError as exc:
         return Verification(False, f"{url} did not answer: {type(exc).__name__}: {exc}")
     if 200 <= resp.status_code < 400:

@@ -312,3 +312,18 @@ def test_awaiting_registration_is_shown_until_a_run_reconciles(tmp_path, platfor
     assert [r["url"] for r in row["awaiting_registration"]] == [result["url"]]
     text = render_daily(daily_summary(dead.ledger, utcnow().date(), "UTC"))
     assert "## Awaiting registration" in text and result["url"] in text
+
+
+def test_a_crashed_webhook_post_without_a_lookup_is_unknown_not_unpublished(tmp_path, worker, platform_for):
+    """Issue 14, 6b: no lookup means the ledger cannot know; it must say so and alert, not claim "never published"."""
+    server = platform_for("webhook")
+    server.lookup = False
+    config = write_config(tmp_path, "webhook", server)
+    ctx, _ = _crash(worker, config, "webhook", server, "\nNo lookup.")
+    ctx.ledger.finish_run(ctx.run_id, "crashed", 137, "killed")
+    alerts = []
+    assert recover_pending(ctx.cfg, ctx.ledger, on_unknown=lambda pub, detail: alerts.append((pub.id, detail))) == 1
+    status, why = _status(ctx)
+    assert status == "unknown" and "never published" not in why and "offers no lookup" in why
+    assert len(alerts) == 1 and "cannot be known" in alerts[0][1]
+    assert server.stats()["posts"] == 1  # the receiver does hold it: "failed" would have been false

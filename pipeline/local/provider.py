@@ -132,6 +132,14 @@ def _request(messages: list[dict[str, Any]], params: dict[str, Any], constrained
     return req, False
 
 
+def _timeout_ms(timeout: Any) -> int | None:
+    """litellm's ``timeout`` (seconds, or an httpx.Timeout) as milliseconds."""
+    if isinstance(timeout, (int, float)) and timeout > 0:
+        return max(1, int(timeout * 1000))
+    read = getattr(timeout, "read", None)
+    return max(1, int(read * 1000)) if isinstance(read, (int, float)) and read > 0 else None
+
+
 def _handler(provider: str, constrained: bool) -> Any:
     import litellm
     from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, Usage
@@ -141,7 +149,9 @@ def _handler(provider: str, constrained: bool) -> Any:
                        print_verbose: Any, encoding: Any, api_key: Any, logging_obj: Any, optional_params: dict,
                        acompletion: Any = None, litellm_params: Any = None, logger_fn: Any = None, headers: Any = None,
                        timeout: Any = None, client: Any = None) -> Any:
-            # api_key, api_base and timeout are ignored: no network, and a running decode cannot be cancelled.
+            # api_key and api_base are ignored: no network. ``timeout`` (ChatModel passes what is left of
+            # the call's, step's and run's deadlines) becomes llama.cpp's limit on generation time, so an
+            # abandoned decode stops on its own instead of holding the cores.
             if model != MODEL:
                 raise litellm.BadRequestError(message=f"unknown local model {model!r}; available: {provider}/{MODEL}",
                                               model=model, llm_provider=provider)
@@ -150,6 +160,9 @@ def _handler(provider: str, constrained: bool) -> Any:
             except ConfigError as exc:
                 raise litellm.BadRequestError(message=str(exc), model=model, llm_provider=provider) from None
             req, json_protocol = _request(messages, optional_params, constrained)
+            limit_ms = _timeout_ms(timeout)
+            if limit_ms:
+                req["t_max_predict_ms"] = limit_ms
             resp = server.handle_chat_completions(req)
             if "choices" not in resp:
                 err = resp.get("error", resp)

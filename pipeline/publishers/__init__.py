@@ -55,6 +55,10 @@ class PublishOutcomeUnknown(CapabilityError):
     """The request may have reached the platform, but no answer came back: ask ``find``."""
 
 
+class LookupUnsupported(CapabilityError):
+    """The platform offers no way to look a post up: whether it holds one cannot be known from here."""
+
+
 class Publisher(Protocol):
     name: str
 

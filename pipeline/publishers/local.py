@@ -177,9 +177,9 @@ class LocalSitePublisher:
 
     def publish(self, *, key: str, slug: str, title: str, body_markdown: str, content_hash: str,
                 published_at: datetime | None = None, tags: list[str] | tuple[str, ...] = ()) -> Published:
-        # for_xml: the page's body is also the feed's content, and XML forbids some control characters;
-        # visible: bidi overrides and C1 controls would reorder or hide what a reader sees.
-        body_html = visible(for_xml(to_html(body_markdown)))
+        # for_xml: the page's body is also the feed's content; XML forbids some control characters, and
+        # bidi overrides and C1 controls would reorder or hide what a reader sees.
+        body_html = for_xml(to_html(body_markdown))
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         post = Post(slug=slug, key=key, content_hash=content_hash, title=title,
                     published=_utc(published_at).isoformat(timespec="seconds"), updated=now,

@@ -40,9 +40,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from .. import deadline
 from ..content import to_html
 from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
-from . import Published, PublishOutcomeUnknown, same_content
+from . import LookupUnsupported, Published, PublishOutcomeUnknown, same_content
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,7 @@ class RemotePublisher:
             failure = outcome
         assert failure is not None
         if failure.maybe_created:  # one last look: the final attempt may have made the post
-            found = self._look_for(doc, failure)
+            found = self._look_for(doc, failure, final=True)
             if found is not None:
                 return found
             if failure.kind == ANSWERED:
@@ -249,10 +250,15 @@ class RemotePublisher:
                                   "but not with the post it created, and the post cannot be found")
         return self._adopt(found, doc)
 
-    def _look_for(self, doc: Document, failure: Failure) -> Published | None:
+    def _look_for(self, doc: Document, failure: Failure, final: bool = False) -> Published | None:
         """After a failure that may have created the post: the post, or None when the platform says it is absent."""
         try:
             found = self.find(key=doc.key, slug=doc.slug)
+        except LookupUnsupported as exc:
+            if not final and self.dedupes_creates:
+                return None  # resending is safe: the platform de-duplicates creates by key
+            raise PublishOutcomeUnknown(f"{self.name}: no answer to the create call ({failure.detail}), "
+                                        f"and {exc}") from None
         except CapabilityError as exc:
             raise PublishOutcomeUnknown(
                 f"{self.name}: {failure.describe()}, and the lookup failed too ({exc}); the post may exist: "
@@ -295,10 +301,16 @@ class RemotePublisher:
         request = httpx.Request(method, target, json=json_body)
         request.headers.update(headers or {})
         request.headers.update(self._auth_headers(method, str(request.url), request.content))
-        try:
+        def send() -> httpx.Response:
             with httpx.Client(timeout=timeout, follow_redirects=False, verify=_tls()) as client:
                 resp = client.send(request)
                 resp.read()
+                return resp
+
+        # The timeout bounds the whole request, not each read (a trickling server never trips a read
+        # timeout), and a stop request abandons it: the caller then treats the post as possibly made.
+        try:
+            resp = deadline.http(send, total_s=timeout)
         except httpx.TransportError as exc:
             if self.budget is not None:
                 self.budget.failed(f"{method} {type(exc).__name__}")
@@ -353,7 +365,7 @@ class RemotePublisher:
         delay = min(self.backoff_s * 2 ** (attempt - 1), MAX_PAUSE_S)
         if failure is not None:
             log.warning("%s: %s; retrying in %.2fs (%d/%d)", self.name, failure.detail, delay, attempt, self.retries)
-        time.sleep(delay)
+        deadline.sleep(delay)
 
     def _message(self, resp: httpx.Response) -> str:
         """The platform's own error message, short and scrubbed, for the model or the operator."""

@@ -9,8 +9,10 @@ The contract, for whoever writes the receiving end:
 * It answers 2xx with JSON naming ``url`` (where the article can be fetched).
   409 means the slug is taken; 401/403 means the signature or token is wrong.
 * Optional lookup: ``GET <url>?idempotency_key=<key>`` answers 200 with the
-  same JSON, or 404 when there is no such publication. Receivers without it
-  answer 404/405 and crash recovery falls back to the ``Idempotency-Key``.
+  same JSON, or 404 with a JSON body when there is no such publication.
+  Receivers without it answer 405/501, or a 404 that is not JSON: the lookup
+  then raises ``LookupUnsupported``: a resend relies on the ``Idempotency-Key``,
+  and crash recovery records the outcome as *unknown* (never "not published").
 * Optional signature: with ``[publish.webhook] secret_env`` set, every
   request carries ``X-Pipeline-Signature: sha256=<hex HMAC-SHA256>`` of the
   request body (of the idempotency key for the lookup, which has no body).
@@ -27,7 +29,7 @@ import httpx
 
 from ..config import Config
 from ..errors import CapabilityError
-from . import Published
+from . import LookupUnsupported, Published
 from .remote import Document, RemotePublisher, public_url, secret_from_env, setting_url
 
 SIGNATURE_HEADER = "X-Pipeline-Signature"
@@ -64,16 +66,23 @@ class WebhookPublisher(RemotePublisher):
         return self._published(data, doc.key, doc.content_hash)
 
     def find(self, *, key: str, slug: str) -> Published | None:
-        """The optional ``GET ?idempotency_key=`` lookup; None when absent or not supported."""
+        """The optional ``GET ?idempotency_key=`` lookup: the post, None when the receiver says it has none.
+
+        Raises ``LookupUnsupported`` when the receiver has no lookup: its silence proves nothing.
+        """
         resp = self._get(self.url, {"idempotency_key": key})
-        if resp.status_code in (404, 405, 501):
-            return None
-        if not resp.is_success:
-            raise CapabilityError(f"webhook: lookup at {public_url(self.url)} answered {resp.status_code}{self._message(resp)}")
+        unsupported = LookupUnsupported(f"webhook: {public_url(self.url)} offers no lookup (GET answered "
+                                        f"{resp.status_code}), so whether it holds the post cannot be known")
+        if resp.status_code in (405, 501):
+            raise unsupported
         try:
             data = resp.json()
         except ValueError:  # a receiver without the lookup that answers GET with a page
-            return None
+            raise unsupported from None
+        if resp.status_code == 404:
+            return None  # a JSON 404: the lookup exists and knows no such key
+        if not resp.is_success:
+            raise CapabilityError(f"webhook: lookup at {public_url(self.url)} answered {resp.status_code}{self._message(resp)}")
         if not isinstance(data, dict) or not isinstance(data.get("url"), str):
             return None
         return self._published(data, key, None)
