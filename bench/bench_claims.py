@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pipeline.claims import VERIFIED, ClaimFound, ClaimRules  # noqa: E402
+from pipeline.registry import lexicons
 
 CORPUS = REPO / "bench" / "corpus" / "claims.txt"
 URL = "http://127.0.0.1:8765/posts/sqlite-wal.html"
@@ -47,7 +48,7 @@ for i, (cap, value) in enumerate(_chain):
 PROFILES["lowscore"] = {"topic": [TOPIC], "draft": [12], "humanize": [41.6]}
 
 # The shipped config's hosts: what the guard sees in production.
-RULES = ClaimRules(registration_prefix="CT", publish_hosts=["127.0.0.1", "localhost"])
+RULES = ClaimRules(lexicons(), registration_prefix="CT", publish_hosts=["127.0.0.1", "localhost"])
 
 
 @dataclass

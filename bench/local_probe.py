@@ -28,9 +28,9 @@ def main() -> int:
     ap.add_argument("--tries", type=int, default=5, help="tool decisions to time")
     args = ap.parse_args()
 
-    from capabilities import ALL
     from pipeline.local.provider import prepare, register_local_provider
     from pipeline.prompts import Prompts
+    from pipeline.registry import capabilities
     from pipeline.tools import Toolbox
 
     t = time.perf_counter()
@@ -50,7 +50,7 @@ def main() -> int:
     prompts = Prompts()
     messages = [{"role": "system", "content": prompts.render("system.md")},
                 {"role": "user", "content": prompts.render("task.md", channel="default", today="2026-01-01")}]
-    tools = Toolbox(ALL).schemas()
+    tools = Toolbox(capabilities()).schemas()
     right = 0
     for i in range(args.tries):
         t = time.perf_counter()

@@ -1,16 +1,6 @@
-"""The six capabilities, one module each. Tool name = capability name = ledger name."""
+"""The capabilities, one module each, each declaring itself with ``@capability``.
 
-from __future__ import annotations
-
-from pipeline.tools import Capability
-
-from .draft import draft
-from .humanize import humanize
-from .publish import publish
-from .register import register
-from .report import report
-from .topic import topic
-
-ALL: list[Capability] = [topic, draft, humanize, publish, register, report]
-
-__all__ = ["ALL", "topic", "draft", "humanize", "publish", "register", "report"]
+Tool name = capability name = ledger name. ``pipeline.registry`` finds them; adding one is
+adding a module here (and its prompt, if it calls the model). Modules import their heavy work
+lazily, so that listing the capabilities stays cheap.
+"""

@@ -8,20 +8,45 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from sqlmodel import select
-
-from pipeline.content import content_hash, problems, split_markdown, token_budget, trim_to_sentence
+from pipeline.claims import Lexicon
+from pipeline.content import (
+    content_hash,
+    problems,
+    split_markdown,
+    token_budget,
+    trim_to_sentence,
+)
 from pipeline.errors import CapabilityError
-from pipeline.models import Article, Topic
 from pipeline.tools import RunContext, capability
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
 ATTEMPTS = 2
 
 
-@capability
+LEXICON = Lexicon(
+    verbs=(
+        "(文章|正文|草稿|初稿|稿子)已(经)?(生成|完成|写好|撰写|写完)",
+        "已(生成|撰写|写好|写完)(了)?(文章|正文|草稿|初稿)",
+        r"\b(drafted|composed|authored)\b",
+        r"\bwrote the (first|initial) (version|cut)\b",
+        r"\bwrote (it|this|that|one) up\b",
+        r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
+        r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
+        r"\b(draft|article|post|piece)s?\s+(is |was |has been |have been )?(written|drafted|generated|ready|done|finished|complete|completed)\b",
+    ),
+    zh_step="初稿|草稿|正文|写作|撰写|(?<!改)写(好|完|出)|(文章|稿子)(已经?)?生成",
+    en_step=r"\bdrafts?\b|\bwriting\b",
+    zh_generic="写好|写完|写出|撰写",  # also says "written"/"sent" of a report
+)
+
+
+@capability(order=20, fact="article_id", lexicon=LEXICON)
 def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by topic."]) -> dict:
     """Write the article for a topic. Returns the draft's article_id, title and length."""
+    from sqlmodel import select
+
+    from pipeline.models import Article, Topic
+
     with ctx.ledger.read() as s:
         t = s.get(Topic, topic_id)
         existing = s.exec(select(Article).where(Article.topic_id == topic_id, Article.kind == "draft",

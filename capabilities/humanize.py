@@ -18,11 +18,15 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from sqlmodel import select
-
-from pipeline.content import content_hash, problems, split_markdown, token_budget, trim_to_sentence
+from pipeline.claims import Lexicon
+from pipeline.content import (
+    content_hash,
+    problems,
+    split_markdown,
+    token_budget,
+    trim_to_sentence,
+)
 from pipeline.errors import CapabilityError
-from pipeline.models import Article
 from pipeline.scoring import Score, feedback, score
 from pipeline.tools import RunContext, capability
 
@@ -32,9 +36,36 @@ TEMPERATURE_STEP = 0.3  # per retry, on top of [llm] temperature
 TEMPERATURE_MAX = 1.1
 
 
-@capability
+LEXICON = Lexicon(
+    verbs=(
+        "已(完成)?(拟人化|润色|改写)",
+        r"\bhumani[sz]ed\b(?!\s+(version|text|article|draft|copy))",
+        r"\b(rewrote|rewritten|reworded|reworked|polished)\b",
+        r"\bsounds? (more )?(human|natural)",
+        r"\breads? (more )?natural(ly)?\b",
+    ),
+    zh_step="拟人化|拟人|润色|改写",
+    en_step=r"\bhumani[sz]\w*|\brewrite\b",
+)
+
+
+def _passed(result: dict) -> bool:
+    """A rewrite below the threshold does not finish the step."""
+    return result.get("passed", True) is not False
+
+
+def _best_score(results: list[dict]) -> dict:
+    scores = [float(r["score"]) for r in results if isinstance(r.get("score"), (int, float))]
+    return {"best": f"{max(scores):g}" if scores else "none yet"}
+
+
+@capability(order=30, fact="score", lexicon=LEXICON, finished=_passed, hint=_best_score)
 def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the draft returned by draft."]) -> dict:
     """Rewrite a draft so it reads as written by a person, and score it (0-100). Returns the new article_id and the score."""
+    from sqlmodel import select
+
+    from pipeline.models import Article
+
     with ctx.ledger.read() as s:
         src = s.get(Article, article_id)
         earlier = [] if src is None else list(s.exec(select(Article).where(

@@ -1,48 +1,40 @@
-"""register: give a verified publication of this run its registration number.
+"""register: give a verified publication of this run its registration number (``pipeline.registration``).
 
-Numbers are ``<prefix>-YYYYMMDD-NNN`` with the date in ``[register] timezone``.
-The number is assigned inside one ``BEGIN IMMEDIATE`` transaction, so two
-processes can never take the same one; registering the same publication
-again returns its existing number.
+Registering the same publication again returns its existing number.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqlalchemy import func
-from sqlmodel import select
-
-from pipeline.errors import CapabilityError, ConfigError
-from pipeline.models import Publication, Registration
+from pipeline.claims import Lexicon
+from pipeline.errors import CapabilityError
 from pipeline.tools import RunContext, capability
 
-
-def registration_day(cfg) -> str:
-    try:
-        tz = ZoneInfo(cfg.registration.timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"[register] timezone: unknown time zone {cfg.registration.timezone!r}") from None
-    return datetime.now(tz).strftime("%Y%m%d")
-
-
-def assign(session, cfg, pub: Publication, day: str) -> Registration:
-    """The publication's registration, made now in this (write) transaction if it has none."""
-    reg = session.exec(select(Registration).where(Registration.publication_id == pub.id)).first()
-    if reg is None:
-        seq = (session.exec(select(func.max(Registration.seq)).where(Registration.day == day)).one() or 0) + 1
-        reg = Registration(run_id=pub.run_id, publication_id=pub.id, day=day, seq=seq,
-                           registration_no=f"{cfg.registration.prefix}-{day}-{seq:03d}")
-        session.add(reg)
-        session.flush()
-    return reg
+LEXICON = Lexicon(
+    verbs=(
+        "已登记",
+        "已写入台账",
+        "已入账",
+        "已(将|把).{0,16}(登记|写入台账|入账)",
+        r"\bregistered\b",
+        r"\b(logged|recorded|entered|added|written|filed|created|made)\b[^.]{0,40}\b(ledger|registry)\b",
+        r"\b(ledger|registry)\b[^.]{0,30}\b(logged|recorded|entered|added|created|made)\b",
+        r"\bbooked\b[^.]{0,30}\b(ledger|registry)\b",
+        r"\b(put|placed|is|are) (it |them )?on record\b",
+        r"\b(ledger|registry)\b[^.]{0,20}\b(has|holds|contains|shows) (an |the |a )?(entry|record)\b",
+    ),
+    zh_step="登记|入账|入册|台账|编号(已经?)?分配",
+    en_step=r"\bregist\w*|\bledger\b",
+)
 
 
-@capability
+@capability(order=50, fact="registration_no", lexicon=LEXICON)
 def register(ctx: RunContext, publication_id: Annotated[int, "The publication_id returned by publish."]) -> dict:
     """Register a verified publication in the ledger. Returns its registration_no."""
+    from pipeline.models import Publication
+    from pipeline.registration import assign, registration_day
+
     day = registration_day(ctx.cfg)
     with ctx.ledger.write() as s:
         pub = s.get(Publication, publication_id)

@@ -6,14 +6,30 @@ posted to the report webhook when one is configured.
 
 from __future__ import annotations
 
-from pipeline.models import Report
-from pipeline.reports import deliver, render_run, run_summary
+from pipeline.claims import Lexicon
 from pipeline.tools import RunContext, capability
 
+LEXICON = Lexicon(
+    verbs=(
+        "已(汇报|生成报告|发送报告|提交报告)",
+        "报告已(生成|发送|提交)",
+        r"\breports?\b[^.]{0,25}\b(sent|generated|filed|delivered|written|posted|created|compiled)\b",
+        r"\b(sent|generated|filed|delivered|wrote|created|put together|compiled|produced)\b[^.]{0,25}\breports?\b",
+        r"\breported\b",
+        r"\breports?\b[^.]{0,25}\b(went|gone) (out|to)\b",
+    ),
+    zh_step="报告|日报|汇报|周报",
+    en_step=r"\breports?\b",
+    absorbs_generic=True,  # "报告写好了": generic written/sent verbs are the report's when it is named
+)
 
-@capability
+
+@capability(order=60, fact="report_id", lexicon=LEXICON)
 def report(ctx: RunContext) -> dict:
     """Write this run's report from the ledger (topic, title, score, URL, registration). Call it last."""
+    from pipeline.models import Report
+    from pipeline.reports import deliver, render_run, run_summary
+
     summary = run_summary(ctx.ledger, ctx.run_id)
     body = render_run(summary)
     with ctx.ledger.write() as s:

@@ -27,13 +27,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-from sqlmodel import select
-
 from pipeline import deadline
+from pipeline.claims import Lexicon
 from pipeline.content import normalize_title
 from pipeline.errors import CapabilityError
-from pipeline.models import Publication, Topic
 from pipeline.tools import RunContext, capability
 
 log = logging.getLogger(__name__)
@@ -88,6 +85,7 @@ def backlog(path: Path) -> list[Candidate]:
 
 def feed(source: str, base: Path, timeout_s: float, limit: int) -> list[Candidate]:
     import feedparser
+    import httpx
 
     try:
         if re.match(r"https?://", source):
@@ -194,6 +192,8 @@ def _published_titles(ctx: RunContext) -> tuple[list[str], set[str]]:
     One plain query on the DB-API cursor: with ten thousand publications, building rows
     through the ORM would cost more than the whole check.
     """
+    from pipeline.models import Publication, Topic
+
     query = (f"SELECT t.normalized, t.title FROM {Topic.__tablename__} t WHERE t.run_id IN "
              f"(SELECT run_id FROM {Publication.__tablename__} WHERE status = 'verified') ORDER BY t.id")
     with ctx.ledger.read() as s:
@@ -205,9 +205,27 @@ def _first_fresh(candidates: Iterable[Candidate], repeats: Repeats) -> Candidate
     return next((c for c in candidates if not repeats(c.title)), None)
 
 
-@capability
+LEXICON = Lexicon(
+    verbs=(
+        "已(经)?(选定|确定|选好|定好)",
+        "选题(已|为)",
+        r"\b(picked|chose|chosen|selected|locked in|settled on|decided on)\b[^.]{0,25}\btopic\b",
+        r"\btopic\b[^.]{0,40}\b(selected|chosen|picked|locked in|decided|set)\b",
+        r"\btoday'?s topic (is|was)\b",
+        r"\b(I|we) (have|'ve got|got) (a|the) topic\b",
+    ),
+    zh_step="选题|题目|选好",
+    en_step=r"\btopics?\b",
+)
+
+
+@capability(order=10, fact="title", lexicon=LEXICON)
 def topic(ctx: RunContext) -> dict:
     """Pick the next topic for this run. Returns topic_id, title and angle. Call it first."""
+    from sqlmodel import select
+
+    from pipeline.models import Topic
+
     with ctx.ledger.read() as s:
         chosen = s.exec(select(Topic).where(Topic.run_id == ctx.run_id).order_by(Topic.id)).first()
     if chosen is None:

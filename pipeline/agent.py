@@ -26,30 +26,33 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from . import deadline, shutdown
-from .locks import lost_lock
 from .config import AgentConfig
-from .errors import AgentHallucinationError, AgentIncompleteError, AgentStuckError, RunInterrupted
+from .errors import (
+    AgentHallucinationError,
+    AgentIncompleteError,
+    AgentStuckError,
+    RunInterrupted,
+)
+from .events import Nudge, RunObserver
 from .guard import Guard, Review
+from .locks import lost_lock
+from .states import GuardAction, GuardKind
 from .tools import RunContext, Toolbox
 
 log = logging.getLogger(__name__)
 
-Notify = Callable[..., None]
-
-
 class AgentLoop:
     def __init__(self, ctx: RunContext, toolbox: Toolbox, guard: Guard, cfg: AgentConfig,
-                 notify: Notify | None = None, channel: str = "default") -> None:
+                 observer: RunObserver | None = None, channel: str = "default") -> None:
         self.ctx = ctx
         self.toolbox = toolbox
         self.guard = guard
         self.cfg = cfg
-        self.notify = notify or (lambda *a, **k: None)
+        self.observer = observer or RunObserver()
         self.channel = channel
 
     def _say(self, role: str, content: str) -> dict[str, Any]:
@@ -79,20 +82,20 @@ class AgentLoop:
                 requested_model=ctx.llm.cfg.model, served_model=reply.served_model,
                 prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, latency_ms=reply.latency_ms,
             )
-            self.notify("turn", text=reply.text, calls=[c.name for c in reply.tool_calls], latency_ms=reply.latency_ms)
+            self.observer.turn(reply.text, [c.name for c in reply.tool_calls], reply.latency_ms)
 
             if reply.tool_calls:
                 messages.append(reply.as_message())
                 progressed = False
                 repeated: tuple[str, str, int] | None = None
                 for call in reply.tool_calls:
-                    self.notify("tool_start", name=call.name)
+                    self.observer.tool_started(call.name)
                     with deadline.limit(self.cfg.step_deadline_s, f"step: {call.name}"):
                         result = self.toolbox.execute(ctx, call, turn)
                     content = result.content()
                     ledger.add_turn(run_id, "tool", content, tool_call_id=call.id)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-                    self.notify("tool_end", name=call.name, ok=result.ok, payload=result.payload)
+                    self.observer.tool_finished(call.name, result.ok, result.payload)
                     failure = _failure(call.name, result)
                     if failure is None:
                         progressed = True
@@ -117,20 +120,20 @@ class AgentLoop:
             if nudges < self.cfg.hallucination_max_nudges:
                 nudges += 1
                 message = self.guard.nudge(review)
-                ledger.record_guard_event(run_id, turn, review.kind, "nudge", 0, message)
+                ledger.record_guard_event(run_id, turn, review.kind, GuardAction.NUDGE, 0, message)
                 log.warning("guard: %s in turn %s, nudge %d/%d", review.kind, turn.seq, nudges, self.cfg.hallucination_max_nudges)
-                self.notify("nudge", kind=review.kind, n=nudges, max=self.cfg.hallucination_max_nudges,
-                            hallucinations=[c.as_dict() for c in review.hallucinations], missing=review.missing)
+                self.observer.nudged(Nudge(review.kind, nudges, self.cfg.hallucination_max_nudges,
+                                           tuple(review.hallucinations), tuple(review.missing)))
                 messages.append({"role": "assistant", "content": reply.text or "(empty reply)"})
                 messages.append({"role": "user", "content": message})
                 ledger.add_turn(run_id, "nudge", message)
                 escalated = escalated or self._can_escalate()
                 continue
-            ledger.record_guard_event(run_id, turn, review.kind, "fail", nudges, self.guard.nudge(review))
+            ledger.record_guard_event(run_id, turn, review.kind, GuardAction.FAIL, nudges, self.guard.nudge(review))
             self._fail(review, f"still {review.kind.replace('_', ' ')} after {nudges} nudge(s)")
 
         review = self.guard.review(run_id, "")
-        ledger.record_guard_event(run_id, None, "incomplete", "fail", nudges, f"max_turns {self.cfg.max_turns} reached")
+        ledger.record_guard_event(run_id, None, GuardKind.INCOMPLETE, GuardAction.FAIL, nudges, f"max_turns {self.cfg.max_turns} reached")
         if review.missing:
             raise AgentIncompleteError(set(review.missing), f"max_turns {self.cfg.max_turns} reached")
         return review
@@ -141,14 +144,14 @@ class AgentLoop:
         step = self.guard.next_step(run_id)
         message = self.guard.repeated_failure(tool, error, count, step)
         if count >= self.cfg.stuck_after:
-            ledger.record_guard_event(run_id, turn, "stuck", "fail", count, message)
+            ledger.record_guard_event(run_id, turn, GuardKind.STUCK, GuardAction.FAIL, count, message)
             log.warning("guard: stuck in turn %s: %s failed %d times with the same error", turn.seq, tool, count)
             missing = {c for c in self.guard.done_when if c not in self.guard.facts(run_id)}
             raise AgentStuckError(missing, tool, error, count)
-        ledger.record_guard_event(run_id, turn, "repeated_failure", "nudge", 0, message)
+        ledger.record_guard_event(run_id, turn, GuardKind.REPEATED_FAILURE, GuardAction.NUDGE, 0, message)
         log.warning("guard: %s failed %d times with the same error in turn %s, nudge", tool, count, turn.seq)
-        self.notify("nudge", kind="repeated_failure", n=count, max=self.cfg.stuck_after, hallucinations=[],
-                    missing=[step.capability] if step else [])
+        self.observer.nudged(Nudge(GuardKind.REPEATED_FAILURE, count, self.cfg.stuck_after,
+                                   missing=(step.capability,) if step else ()))
         messages.append({"role": "user", "content": message})
         ledger.add_turn(run_id, "nudge", message)
 
@@ -162,13 +165,17 @@ class AgentLoop:
         if not supports_json_schema(llm_cfg):
             log.warning("guard: %s does not support json_schema output; not escalating", llm_cfg.model)
             return False
-        self.notify("escalate")
+        self.observer.escalated()
         return True
 
     def _constrained_turn(self, messages: list[dict[str, Any]]):
         """One turn asked as a JSON-schema constrained decision; the answer comes back as tool calls."""
-        from .local.constrained import constrained_response_format, decision_messages, parse_constrained
-        from .tools import ToolCall
+        from .local.constrained import (
+            constrained_response_format,
+            decision_messages,
+            parse_constrained,
+        )
+        from .messages import ToolCall
 
         tools = self.toolbox.schemas()
         reply = self.ctx.llm.complete(decision_messages(messages, tools),
@@ -181,7 +188,7 @@ class AgentLoop:
     def _naive_end(self, review: Review, turn) -> Review:
         """Guard off: stop at the first turn without tool calls, judge by the ledger alone."""
         if review.kind:
-            self.ctx.ledger.record_guard_event(self.ctx.run_id, turn, review.kind, "off", 0, "guard disabled: no nudge")
+            self.ctx.ledger.record_guard_event(self.ctx.run_id, turn, review.kind, GuardAction.OFF, 0, "guard disabled: no nudge")
         if review.missing:
             raise AgentIncompleteError(set(review.missing), "the model stopped calling tools (guard off)")
         return review

@@ -51,55 +51,28 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-VERIFIED, UNBACKED, MISMATCH = "verified", "unbacked", "mismatch"
+from .states import Verdict
 
-# Verb phrases that assert an act, Chinese and English. `[claims]` in config.toml adds to these.
-DEFAULT_RULES: dict[str, list[str]] = {
-    "topic": [
-        r"已(经)?(选定|确定|选好|定好)", r"选题(已|为)",
-        r"\b(picked|chose|chosen|selected|locked in|settled on|decided on)\b[^.]{0,25}\btopic\b",
-        r"\btopic\b[^.]{0,40}\b(selected|chosen|picked|locked in|decided|set)\b", r"\btoday'?s topic (is|was)\b",
-        r"\b(I|we) (have|'ve got|got) (a|the) topic\b",
-    ],
-    "draft": [
-        r"(文章|正文|草稿|初稿|稿子)已(经)?(生成|完成|写好|撰写|写完)", r"已(生成|撰写|写好|写完)(了)?(文章|正文|草稿|初稿)",
-        r"\b(drafted|composed|authored)\b", r"\bwrote the (first|initial) (version|cut)\b", r"\bwrote (it|this|that|one) up\b", r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
-        r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
-        r"\b(draft|article|post|piece)s?\s+(is |was |has been |have been )?(written|drafted|generated|ready|done|finished|complete|completed)\b",
-    ],
-    "humanize": [
-        r"已(完成)?(拟人化|润色|改写)",
-        r"\bhumani[sz]ed\b(?!\s+(version|text|article|draft|copy))", r"\b(rewrote|rewritten|reworded|reworked|polished)\b",
-        r"\bsounds? (more )?(human|natural)", r"\breads? (more )?natural(ly)?\b",
-    ],
-    "publish": [
-        r"已发布", r"发布成功", r"成功发布", r"已推送", r"已上线", r"已发表", r"已(将|把).{0,16}(发布|推送|上线|发表)",
-        r"\b(published|posted|uploaded|deployed|shipped)\b",
-        r"\b(pushed|sent|synced|synchronized|delivered|submitted|put)\b[^.]{0,30}\b(to|on|onto)\s+(the\s+|our\s+)?(local\s+)?"
-        r"(site|blog|platform|cms|production|website|web|server|medium|wordpress|ghost|channel)\b",
-        r"\bpushed (it )?(out|live)\b", r"\b(went|gone|go) (out|live|up)\b", r"\blive (at|on)\b", r"\bhit publish\b",
-        r"\b(is|are|'s) (now )?out\b(?! of)", r"\bin the wild\b", r"\breleased\b", r"\b(and|now) live\b",
-        r"\b(is|are|'s) (now )?on (the |our )?(site|blog|platform|website)\b", r"\bup and running\b",
-        r"\bmade (it|the \w+) (public|available)\b",
-        r"\b(is|are|'s|was|were) (now )?(live|online|up on|out there)\b",
-        r"\b(visible|available|readable|accessible) on (the |our )?(platform|site|blog|web|website)\b",
-        r"\bmade it (onto|to|on) (the |our )?(site|blog|platform|website)\b",
-    ],
-    "register": [
-        r"已登记", r"已写入台账", r"已入账", r"已(将|把).{0,16}(登记|写入台账|入账)",
-        r"\bregistered\b",
-        r"\b(logged|recorded|entered|added|written|filed|created|made)\b[^.]{0,40}\b(ledger|registry)\b",
-        r"\b(ledger|registry)\b[^.]{0,30}\b(logged|recorded|entered|added|created|made)\b",
-        r"\bbooked\b[^.]{0,30}\b(ledger|registry)\b", r"\b(put|placed|is|are) (it |them )?on record\b",
-        r"\b(ledger|registry)\b[^.]{0,20}\b(has|holds|contains|shows) (an |the |a )?(entry|record)\b",
-    ],
-    "report": [
-        r"已(汇报|生成报告|发送报告|提交报告)", r"报告已(生成|发送|提交)",
-        r"\breports?\b[^.]{0,25}\b(sent|generated|filed|delivered|written|posted|created|compiled)\b",
-        r"\b(sent|generated|filed|delivered|wrote|created|put together|compiled|produced)\b[^.]{0,25}\breports?\b",
-        r"\breported\b", r"\breports?\b[^.]{0,25}\b(went|gone) (out|to)\b",
-    ],
-}
+VERIFIED, UNBACKED, MISMATCH = Verdict.VERIFIED, Verdict.UNBACKED, Verdict.MISMATCH
+
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """How text claims one capability; each capability declares its own (``@capability(lexicon=…)``).
+
+    ``verbs``: phrases that assert the act (``published``, ``已发布``); ``[claims]`` in config.toml adds more.
+    ``zh_step`` / ``en_step``: how the step is named, for a name plus a done mark ("台账也记录好了",
+    "Publish: done"). ``zh_generic``: those of its Chinese step words that say "written" or "sent" of
+    anything, so they belong to a step that ``absorbs_generic`` (the report) when it is named too.
+    """
+
+    verbs: tuple[str, ...] = ()
+    zh_step: str | None = None
+    en_step: str | None = None
+    zh_generic: str | None = None
+    absorbs_generic: bool = False
+
 
 # An asynchronous platform's own words for "a publish task was accepted" (WeChat's 发布任务): the
 # article is not published yet, so these phrases are not publish claims. They are removed from a
@@ -113,28 +86,9 @@ _SUBMITTED = re.compile(
 )
 
 # Chinese: a step named in a clause that marks it done claims it ("台账也记录好了", "选题 ✔").
-_ZH_STEPS: dict[str, str] = {
-    "topic": r"选题|题目|选好",
-    "draft": r"初稿|草稿|正文|写作|撰写|(?<!改)写(好|完|出)|(文章|稿子)(已经?)?生成",
-    "humanize": r"拟人化|拟人|润色|改写",
-    "publish": r"发布|发表|上线|推送|上传|同步到|投递|挂到|放到|推到|发到|发出|公开|直接发|发了|放出|上架|(平台|站点|网站|博客)上?(看到|可见|访问)",
-    "register": r"登记|入账|入册|台账|编号(已经?)?分配",
-    "report": r"报告|日报|汇报|周报",
-}
 _ZH_DONE = re.compile(r"已|了|完成|完毕|成功|搞定|好|啦|出来|出去|均|通过|✅|✔|✓|☑|[:：]\s*是\s*$|"
                       r"[:：]\s*(ok|okay|done|yes|pass|passed|success)\s*$", re.IGNORECASE)
-# Verbs that say "written" or "sent" of anything: with a report named in the clause, they are the report's.
-_ZH_GENERIC = {"draft": re.compile(r"写好|写完|写出|撰写"), "publish": re.compile(r"发出|发到|发了|发给")}
-
 # English: a step named, then a status after it ("Publish: done", "registration is in place").
-_EN_STEPS: dict[str, str] = {
-    "topic": r"\btopics?\b",
-    "draft": r"\bdrafts?\b|\bwriting\b",
-    "humanize": r"\bhumani[sz]\w*|\brewrite\b",
-    "publish": r"\bpublish\w*|\bpublication\b|\bupload\w*|\bposting\b",
-    "register": r"\bregist\w*|\bledger\b",
-    "report": r"\breports?\b",
-}
 _EN_DONE = re.compile(r"\b(done|complete|completed|success|successful|successfully|succeeded|ok|okay|yes|true|finished|"
                       r"verified|in place|went through|ready|exists)\b|✅|✔|✓|☑", re.IGNORECASE)
 _MARK_DONE = re.compile(r"✅|✔|✓|☑")
@@ -204,19 +158,24 @@ class ClaimRules:
 
     def __init__(
         self,
+        lexicons: Mapping[str, Lexicon],
         extra: Mapping[str, Iterable[str]] | None = None,
         registration_prefix: str = "CT",
         publish_hosts: Iterable[str] = (),
     ) -> None:
-        patterns: dict[str, list[str]] = {k: list(v) for k, v in DEFAULT_RULES.items()}
+        patterns: dict[str, list[str]] = {cap: list(lex.verbs) for cap, lex in lexicons.items()}
         for cap, more in (extra or {}).items():
             patterns.setdefault(cap, []).extend(more)
         try:
-            self.rules = {cap: re.compile("|".join(f"(?:{p})" for p in ps), re.IGNORECASE) for cap, ps in patterns.items()}
+            self.rules = {cap: re.compile("|".join(f"(?:{p})" for p in ps), re.IGNORECASE) for cap, ps in patterns.items() if ps}
         except re.error as exc:
             raise ValueError(f"[claims] bad regular expression: {exc}") from None
-        self.zh_steps = {cap: re.compile(p) for cap, p in _ZH_STEPS.items()}
-        self.en_steps = {cap: re.compile(p, re.IGNORECASE) for cap, p in _EN_STEPS.items()}
+        self.zh_steps = {cap: re.compile(lex.zh_step) for cap, lex in lexicons.items() if lex.zh_step}
+        self.en_steps = {cap: re.compile(lex.en_step, re.IGNORECASE) for cap, lex in lexicons.items() if lex.en_step}
+        self.zh_generic = {cap: re.compile(lex.zh_generic) for cap, lex in lexicons.items() if lex.zh_generic}
+        steps = [lex.zh_step for lex in lexicons.values() if lex.zh_step] + [lex.en_step for lex in lexicons.values() if lex.en_step]
+        self.step_name = re.compile("|".join(steps) or r"(?!)", re.IGNORECASE)
+        self.absorbers = [self.zh_steps[cap] for cap, lex in lexicons.items() if lex.absorbs_generic and cap in self.zh_steps]
         self.registration_no = re.compile(rf"\b{re.escape(registration_prefix)}-\d{{8}}-\d{{3,}}\b")
         self.publish_hosts = {h.lower() for h in publish_hosts}
 
@@ -227,13 +186,13 @@ class ClaimRules:
         bare = _URL.sub(" ", clause)
         found = [cap for cap, rx in self.rules.items() if rx.search(bare)]
         zh_done = _CJK.search(bare) and _ZH_DONE.search(bare)
-        report_named = self.zh_steps["report"].search(bare)
+        absorbed = any(rx.search(bare) for rx in self.absorbers)  # "报告写好了": the report's, not the draft's
         for cap, rx in self.zh_steps.items():
             if not zh_done or cap in found:
                 continue
             m = rx.search(bare)
-            if m and not (report_named and cap in _ZH_GENERIC and _ZH_GENERIC[cap].fullmatch(m.group(0))
-                          and not rx.search(_ZH_GENERIC[cap].sub(" ", bare))):
+            generic = self.zh_generic.get(cap)
+            if m and not (absorbed and generic and generic.fullmatch(m.group(0)) and not rx.search(generic.sub(" ", bare))):
                 found.append(cap)
         # English: the status must follow the step with nothing but other steps of a list in between
         # ("Topic, draft and humanize are done"), not another step's status ("the humanized version
@@ -258,7 +217,7 @@ class ClaimRules:
 
     def extract(self, text: str) -> list[ClaimFound]:
         found: list[ClaimFound] = []
-        for sentence in _sentences(normalise_layout(text or "")):
+        for sentence in _sentences(normalise_layout(text or "", self.step_name)):
             keyword_claims: dict[str, ClaimFound] = {}
             values: list[tuple[str, str, str]] = []  # (capability, value, clause)
             clauses = _clauses(sentence)
@@ -360,7 +319,6 @@ def scores_in(clause: str) -> list[str]:
 
 # --- layout ----------------------------------------------------------------------------
 
-_STEP_NAME = re.compile("|".join([*_ZH_STEPS.values(), *_EN_STEPS.values()]), re.IGNORECASE)
 _TABLE_SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?$")
 _BULLET = re.compile(r"^\s*(?:[-*+•>]+|\d{1,2}[.)、]|#{1,6})\s+")
 _DASH_STATUS = re.compile(r"^([^:：—–]{1,24}?)(?:\s*(?:—{1,2}|–)\s*|\s+-{1,2}\s+)(\S.*)$")
@@ -399,11 +357,12 @@ def _flatten(obj: Any, prefix: str = "") -> list[str]:
     return [f"{prefix}: {value}"]
 
 
-def normalise_layout(text: str) -> str:
+def normalise_layout(text: str, step_name: re.Pattern[str]) -> str:
     """Structured status (JSON, tables, checklists, bullets) rewritten as one status line per item.
 
     A JSON object becomes one line of ``key: value`` pairs joined by `` | `` (one sentence, so a
     URL joins the claim it belongs to); a table row ``| 发布 | ✅ 成功 |`` becomes ``发布: ✅ 成功``.
+    ``step_name`` matches any step's name (a table whose columns are steps has a status per cell).
     """
     parts, last = [], 0
     for start, end, obj in _json_spans(text):
@@ -425,7 +384,7 @@ def normalise_layout(text: str) -> str:
             if i + 1 < len(lines) and _TABLE_SEPARATOR.match(lines[i + 1].strip()):
                 # A header row names columns and states nothing, unless the columns are the steps
                 # ("| topic | draft |" over "| ✓ | ✓ |"): then each row cell is that step's status.
-                header = cells if sum(bool(_STEP_NAME.search(c)) for c in cells) >= 2 else None
+                header = cells if sum(bool(step_name.search(c)) for c in cells) >= 2 else None
                 continue
             if header and len(header) == len(cells):
                 line = " | ".join(f"{h}: {c}" for h, c in zip(header, cells))
@@ -443,31 +402,18 @@ def normalise_layout(text: str) -> str:
     return "\n".join(out)
 
 
-def claim_rules(cfg) -> ClaimRules:
-    """The rules for a deployment: built-ins, ``[claims]`` extras, its registration prefix and hosts."""
-    from .errors import ConfigError
+def facts_from_mapping(data: Mapping[str, Any], fact_keys: Mapping[str, str]) -> dict[str, list[Any]]:
+    """Read the ``--facts`` JSON: ``{"publish": {"url": …}, "draft": {}}`` (a list of such dicts also works).
 
-    hosts = list(cfg.publish.allowed_domains)
-    base_host = urlsplit(cfg.publish.local.base_url).hostname
-    if base_host:
-        hosts.append(base_host)
-    try:
-        return ClaimRules(cfg.claims, cfg.registration.prefix, hosts)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def facts_from_mapping(data: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """Read the ``--facts`` JSON: ``{"publish": {"url": …}, "draft": {}}`` (a list of such dicts also works)."""
-    from .facts import FACT_VALUE_KEYS
-
+    ``fact_keys``: each capability's recorded value (``{"publish": "url"}``).
+    """
     out: dict[str, list[Any]] = {}
     for cap, recorded in data.items():
         items = recorded if isinstance(recorded, list) else [recorded]
         values = []
         for item in items:
             if isinstance(item, Mapping):
-                values.append(item.get(FACT_VALUE_KEYS.get(cap, ""), None))
+                values.append(item.get(fact_keys.get(cap, ""), None))
             else:
                 values.append(item)
         out[cap] = [v for v in values if v is not None] or []

@@ -20,9 +20,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .errors import ConfigError, PipelineError
-from .untrusted import visible as for_display
+from .events import Nudge, RunObserver
 from .redact import scrub, shown
 from .untrusted import for_rich
+from .untrusted import visible as for_display
 
 
 def safe(text: object) -> str:
@@ -168,43 +169,46 @@ def _print_table(columns: list[str], rows: list[list[str]]) -> None:
 
 # --- run ----------------------------------------------------------------------------
 
-class _Progress:
-    """Prints each step as it happens."""
+class _Progress(RunObserver):
+    """Prints each step as it happens. Tool names, titles and model text are untrusted: shown inertly."""
 
     def __init__(self) -> None:
-        self.status = None
-        self.started = 0.0
+        self.status: Any = None
+        self.started_at = 0.0
 
-    def __call__(self, event: str, **data: Any) -> None:
-        if event == "start":
-            out.print(f"[bold]run[/] {data['run_id']}  model [cyan]{safe(data['model'])}[/]", highlight=False)
-        elif event == "tool_start":
-            import time
+    def started(self, run_id: str, model: str, channel: str) -> None:
+        out.print(f"[bold]run[/] {run_id}  model [cyan]{safe(model)}[/]", highlight=False)
 
-            self.started = time.perf_counter()
-            self.status = err.status(f"{safe(data['name'])} …")  # the model names the tool: untrusted
-            self.status.start()
-        elif event == "tool_end":
-            import time
+    def tool_started(self, name: str) -> None:
+        import time
 
-            if self.status:
-                self.status.stop()
-            took = f"{time.perf_counter() - self.started:6.1f}s"
-            p = data["payload"]
-            if data["ok"]:
-                shown = {k: v for k, v in p.items() if k in ("title", "article_id", "score", "url", "registration_no", "publication_id", "replayed")}
-                # Titles come from feeds and the model: never markup, never control sequences.
-                out.print(f"  [green]✓[/] {safe(data['name']):<9} {took}  {safe(json.dumps(shown, ensure_ascii=False))}", highlight=False)
-            else:
-                out.print(f"  [red]✗[/] {safe(data['name']):<9} {took}  {safe(p.get('error'))}", highlight=False)
-        elif event == "turn" and not data["calls"]:
-            out.print(f"  [dim]model: {safe((data['text'] or '(empty)')[:160])}[/]", highlight=False)
-        elif event == "escalate":
-            out.print("  [yellow]![/] guard: next turns constrained by a JSON schema to a tool call or a final answer", highlight=False)
-        elif event == "nudge":
-            what = ", ".join(f"{h['capability']} {h['status']}" + (f" ({h['value']})" if h.get("value") else "")
-                             for h in data["hallucinations"]) or f"missing {', '.join(data['missing'])}"
-            out.print(f"  [yellow]![/] guard: {data['kind']} — {safe(what)}; nudge {data['n']}/{data['max']}", highlight=False)
+        self.started_at = time.perf_counter()
+        self.status = err.status(f"{safe(name)} …")
+        self.status.start()
+
+    def tool_finished(self, name: str, ok: bool, payload: dict[str, Any]) -> None:
+        import time
+
+        if self.status:
+            self.status.stop()
+        took = f"{time.perf_counter() - self.started_at:6.1f}s"
+        if ok:
+            shown = {k: v for k, v in payload.items() if k in ("title", "article_id", "score", "url", "registration_no", "publication_id", "replayed")}
+            out.print(f"  [green]✓[/] {safe(name):<9} {took}  {safe(json.dumps(shown, ensure_ascii=False))}", highlight=False)
+        else:
+            out.print(f"  [red]✗[/] {safe(name):<9} {took}  {safe(payload.get('error'))}", highlight=False)
+
+    def turn(self, text: str, calls: list[str], latency_ms: float) -> None:
+        if not calls:
+            out.print(f"  [dim]model: {safe((text or '(empty)')[:160])}[/]", highlight=False)
+
+    def escalated(self) -> None:
+        out.print("  [yellow]![/] guard: next turns constrained by a JSON schema to a tool call or a final answer", highlight=False)
+
+    def nudged(self, nudge: Nudge) -> None:
+        what = ", ".join(f"{h.capability} {h.status}" + (f" ({h.value})" if h.value else "")
+                         for h in nudge.hallucinations) or f"missing {', '.join(nudge.missing)}"
+        out.print(f"  [yellow]![/] guard: {nudge.kind} — {safe(what)}; nudge {nudge.n}/{nudge.limit}", highlight=False)
 
 
 def _print_summary(ledger, outcome) -> None:
@@ -255,7 +259,7 @@ def run(config: ConfigOpt = None,
                 from .ledger import Ledger
                 from .runner import run_once
 
-                outcome = run_once(cfg, notify=_Progress(), lock_held=True, dry_run=dry_run)  # pre-flight next: no ledger on a config error
+                outcome = run_once(cfg, observer=_Progress(), lock_held=True, dry_run=dry_run)  # pre-flight next: no ledger on a config error
                 summary_ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
                 _print_summary(summary_ledger, outcome)
                 summary_ledger.close()
@@ -689,7 +693,8 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
     Exit 0 when every claim is verified (or there are none), 1 when a claim is unbacked, mismatched or
     not judged (no --facts or --run: nothing is a fact), 2 on bad input.
     """
-    from .claims import claim_rules, facts_from_mapping
+    from .claims import facts_from_mapping
+    from .registry import claim_rules, fact_keys
 
     if text == "-":
         text = sys.stdin.read()
@@ -704,7 +709,7 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
         fact_map = None
         if facts is not None:
             try:
-                fact_map = facts_from_mapping(json.loads(facts.read_text(encoding="utf-8")))
+                fact_map = facts_from_mapping(json.loads(facts.read_text(encoding="utf-8")), fact_keys())
             except (OSError, ValueError, AttributeError) as exc:
                 err.print(f"error: --facts {facts}: {exc}", markup=False)
                 raise typer.Exit(2) from None

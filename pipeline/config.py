@@ -20,11 +20,16 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
 
 from .errors import ConfigError
-
-CAPABILITIES = ("topic", "draft", "humanize", "publish", "register", "report")
 
 
 def _zone(value: str) -> str:
@@ -85,9 +90,11 @@ class AgentConfig(_Section):
     @field_validator("done_when")
     @classmethod
     def _known_capabilities(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - set(CAPABILITIES))
+        from . import registry
+
+        unknown = sorted(set(value) - set(registry.names()))
         if unknown:
-            raise ValueError(f"unknown capabilities {unknown}; known: {list(CAPABILITIES)}")
+            raise ValueError(f"unknown capabilities {unknown}; known: {registry.names()}")
         return value
 
 
@@ -393,7 +400,9 @@ class Config(_Section):
     @field_validator("claims")
     @classmethod
     def _claims_name_capabilities(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        unknown = sorted(set(value) - set(CAPABILITIES))
+        from . import registry
+
+        unknown = sorted(set(value) - set(registry.names()))
         if unknown:
             raise ValueError(f"unknown capabilities {unknown}")
         return value

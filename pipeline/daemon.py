@@ -40,6 +40,7 @@ from . import config as config_mod
 from . import shutdown
 from .alerts import Alerter
 from .errors import ChannelLocked, PipelineError, TickAlreadyRun
+from .events import RunObserver
 from .locks import hold
 from .scheduling import make_trigger
 
@@ -103,12 +104,12 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
     redact.from_config(cfg)  # before the alert below can quote an error body
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
 
-    def track(event: str, **data) -> None:
-        if event == "start":
-            _active.add(data["run_id"])
+    class Track(RunObserver):
+        def started(self, run_id: str, model: str, channel: str) -> None:
+            _active.add(run_id)
 
     try:
-        outcome = run_once(cfg, notify=track, llm=_model_for(cfg), ledger=_ledger_for(cfg), tick=when)
+        outcome = run_once(cfg, observer=Track(), llm=_model_for(cfg), ledger=_ledger_for(cfg), tick=when)
     except (ChannelLocked, TickAlreadyRun) as exc:
         log.warning("channel %s: %s", channel, exc)
         return int(exc.exit_code)
@@ -123,7 +124,7 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
 
 def dispatch_channel(config_path: str, channel: str, tick: str | None = None) -> int:
     """The scheduled job with ``[engine] kind = "celery"``: queue the due firing for a worker."""
-    from .celery_engine import make_app, send_tick
+    from .celery_engine import send_tick
 
     cfg = config_mod.load(config_path).for_channel(channel)
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
@@ -483,10 +484,9 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
 
     from .ledger import Ledger
     from .models import Publication, Run
+    from .reader import sqlite_path
     from .reconcile import reconciliations, unregistered
     from .scheduling import next_fire, previous_fire
-
-    from .reader import sqlite_path
 
     now = now or datetime.now(timezone.utc)
     path = sqlite_path(cfg.ledger_url)

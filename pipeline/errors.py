@@ -44,6 +44,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from .states import RunStatus
+
 
 class ExitCode(IntEnum):
     """Exit codes of ``pipeline run`` (documented in the README)."""
@@ -64,9 +66,10 @@ class ExitCode(IntEnum):
 
 
 class PipelineError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Base of every error this package raises on purpose: the outcome it gives a run travels with it."""
 
     exit_code: ExitCode = ExitCode.INTERNAL
+    run_status: RunStatus = RunStatus.ERROR  # what the run's ledger row says when this ends it
 
 
 class OperatorError(PipelineError):
@@ -92,24 +95,28 @@ class LedgerVersionError(OperatorError):
 
 class ProviderUnavailableError(OperatorError):
     exit_code = ExitCode.PROVIDER_UNAVAILABLE
+    run_status = RunStatus.PROVIDER_UNAVAILABLE
 
 
 class PlatformUnavailableError(OperatorError):
     """The platform kept failing (refused, timed out, 5xx) until the run's budget of attempts ran out."""
 
     exit_code = ExitCode.PLATFORM_UNAVAILABLE
+    run_status = RunStatus.PLATFORM_UNAVAILABLE
 
 
 class EnvironmentFailure(OperatorError):
     """The host cannot support the run (disk full): neither a bug nor a config error."""
 
     exit_code = ExitCode.ENVIRONMENT
+    run_status = RunStatus.ENVIRONMENT
 
 
 class DeadlineExceeded(OperatorError):
     """A call, a step or the run went past its total deadline (``what`` names which)."""
 
     exit_code = ExitCode.DEADLINE
+    run_status = RunStatus.TIMED_OUT
 
     def __init__(self, what: str, seconds: float) -> None:
         self.what, self.seconds = what, seconds
@@ -135,6 +142,7 @@ class RunInterrupted(PipelineError):
     """A stop was requested; the run stopped between two steps and is recorded as interrupted."""
 
     exit_code = ExitCode.INTERRUPTED
+    run_status = RunStatus.INTERRUPTED
 
 
 class RunFailed(PipelineError):
@@ -145,6 +153,7 @@ class AgentHallucinationError(RunFailed):
     """The model kept claiming work the ledger has no record of."""
 
     exit_code = ExitCode.HALLUCINATION
+    run_status = RunStatus.HALLUCINATION
 
     def __init__(self, claimed: set[str], called: set[str], detail: str = "") -> None:
         self.claimed = set(claimed)
@@ -157,6 +166,7 @@ class AgentIncompleteError(RunFailed):
     """The model stopped (or ran out of turns) before the required facts existed."""
 
     exit_code = ExitCode.INCOMPLETE
+    run_status = RunStatus.INCOMPLETE
 
     def __init__(self, missing: set[str], reason: str) -> None:
         self.missing = set(missing)
@@ -182,12 +192,14 @@ class AwaitingReview(RunFailed):
     """The run stopped before publishing, as configured: its article waits for an editor's decision."""
 
     exit_code = ExitCode.AWAITING_REVIEW
+    run_status = RunStatus.AWAITING_REVIEW
 
 
 class DryRunDone(RunFailed):
     """``pipeline run --dry-run`` reached publish: the would-be post was written to the preview directory."""
 
     exit_code = ExitCode.DONE
+    run_status = RunStatus.DRY_RUN
 
 
 class PublicationSubmitted(RunFailed):
@@ -198,6 +210,7 @@ class PublicationSubmitted(RunFailed):
     """
 
     exit_code = ExitCode.SUBMITTED
+    run_status = RunStatus.SUBMITTED
 
 
 class CapabilityError(PipelineError):

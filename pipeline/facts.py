@@ -11,15 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-# The value of each capability's result that a claim can quote.
-FACT_VALUE_KEYS = {
-    "topic": "title",
-    "draft": "article_id",
-    "humanize": "score",
-    "publish": "url",
-    "register": "registration_no",
-    "report": "report_id",
-}
+from . import registry
 
 
 @dataclass(frozen=True)
@@ -43,4 +35,4 @@ class Fact:
 
 def fact_from_execution(capability: str, execution_id: int, result_json: str | None, finished_at: datetime | None) -> Fact:
     result = json.loads(result_json or "{}")
-    return Fact(capability, execution_id, result.get(FACT_VALUE_KEYS.get(capability, "")), result, finished_at)
+    return Fact(capability, execution_id, result.get(registry.fact_keys().get(capability, "")), result, finished_at)

@@ -25,18 +25,26 @@ from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
-from .claims import MISMATCH, UNBACKED, VERIFIED, ClaimFound, ClaimRules, text_tool_calls
-from .config import CAPABILITIES
+from . import registry
+from .claims import (
+    MISMATCH,
+    UNBACKED,
+    VERIFIED,
+    ClaimFound,
+    ClaimRules,
+    text_tool_calls,
+)
 from .ledger import Ledger
 from .prompts import Prompts
+from .states import GuardKind
 
 
 @dataclass
 class NextStep:
-    """The first step of the pipeline the ledger does not hold yet, and the template key saying what it needs."""
+    """The first step of the pipeline the ledger does not hold yet, and the values its nudge line quotes."""
 
     capability: str
-    needs: str  # key of a `needs_*` line in nudges.*.toml
+    arguments: list[str] = field(default_factory=list)  # the step's argument names, in signature order
     values: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,14 +69,14 @@ class Review:
         return set(self.facts)
 
     @property
-    def kind(self) -> str | None:
+    def kind(self) -> GuardKind | None:
         """The first problem, in order of severity; None when the run is done."""
         if self.hallucinations:
-            return "hallucination"
+            return GuardKind.HALLUCINATION
         if self.text_calls:
-            return "text_tool_call"
+            return GuardKind.TEXT_TOOL_CALL
         if self.missing:
-            return "incomplete"
+            return GuardKind.INCOMPLETE
         return None
 
 
@@ -77,42 +85,33 @@ class Guard:
                  language: str, tool_names: list[str], threshold: float | None = None) -> None:
         self.ledger = ledger
         self.rules = rules
-        self.done_when = [c for c in CAPABILITIES if c in done_when]
+        self.done_when = [c for c in registry.names() if c in done_when]
         self.prompts = prompts
         self.language = language
         self.tool_names = tool_names
-        self.threshold = threshold  # [humanize] threshold: a humanize below it is not a finished step
+        self.threshold = threshold  # [humanize] threshold, quoted by its nudge line
 
     def next_step(self, run_id: str) -> NextStep | None:
-        """The next step in pipeline order, with the ids it needs, from this run's facts (never from model text)."""
-        latest: dict[str, dict[str, Any]] = {}
-        best_score: float | None = None
+        """The next step in pipeline order, with the ids it needs, from this run's facts (never from model text).
+
+        A step is done when one of its results ``finished`` it (a humanize below the threshold did
+        not); each argument of the next step is taken from the latest finished step that returned it.
+        """
+        results: dict[str, list[dict[str, Any]]] = {}
         for fact in self.ledger.facts(run_id):
-            if fact.capability == "humanize":
-                if isinstance(fact.result.get("score"), (int, float)):
-                    best_score = max(best_score or 0.0, float(fact.result["score"]))
-                if fact.result.get("passed") is False and "humanize" in latest:
-                    continue  # a later rewrite that failed does not undo one that passed
-            latest[fact.capability] = fact.result
-        last_needed = max((CAPABILITIES.index(c) for c in self.done_when), default=len(CAPABILITIES) - 1)
-        for cap in CAPABILITIES[:last_needed + 1]:
-            result = latest.get(cap)
-            if cap == "topic" and result is None:
-                return NextStep("topic", "needs_none")
-            if cap == "draft" and result is None:
-                return NextStep("draft", "needs_draft", {"topic_id": latest["topic"].get("topic_id")})
-            if cap == "humanize":
-                passed = result is not None and result.get("passed", True) is not False
-                if not passed:
-                    return NextStep("humanize", "needs_humanize", {
-                        "article_id": latest["draft"].get("article_id"), "threshold": _num(self.threshold),
-                        "best": "none yet" if best_score is None else _num(best_score)})
-            if cap == "publish" and (result is None or result.get("verified") is False):
-                return NextStep("publish", "needs_publish", {"article_id": latest["humanize"].get("article_id")})
-            if cap == "register" and result is None:
-                return NextStep("register", "needs_register", {"publication_id": latest["publish"].get("publication_id")})
-            if cap == "report" and result is None:
-                return NextStep("report", "needs_none")
+            results.setdefault(fact.capability, []).append(fact.result)
+        steps = registry.capabilities()
+        names = [c.name for c in steps]
+        last_needed = max((names.index(c) for c in self.done_when), default=len(steps) - 1)
+        finished: list[dict[str, Any]] = []  # the latest finished result of each step so far, in order
+        for cap in steps[:last_needed + 1]:
+            mine = results.get(cap.name, [])
+            done = [r for r in mine if cap.finished(r)]
+            if done:
+                finished.append(done[-1])
+                continue
+            values = {arg: next((r[arg] for r in reversed(finished) if arg in r), None) for arg in cap.argument_names}
+            return NextStep(cap.name, cap.argument_names, {**values, "threshold": _num(self.threshold), **cap.hint(mine)})
         return None
 
     def facts(self, run_id: str) -> dict[str, list[Any]]:
@@ -135,7 +134,12 @@ class Guard:
         t = self.prompts.table(f"nudges.{self.language}.toml")
         if step is None:
             return t["footer_done"]
-        needs = Template(t[step.needs]).safe_substitute(**step.values)
+        if not step.arguments:
+            key = "needs_none"
+        else:
+            key = f"needs_{step.capability}" if f"needs_{step.capability}" in t else "needs_args"
+        args = ", ".join(f"{a} {step.values.get(a)}" for a in step.arguments)
+        needs = Template(t[key]).safe_substitute(args=args, **step.values)
         return Template(t["next_step"]).substitute(step=step.capability, needs=needs)
 
     def repeated_failure(self, tool: str, error: str, count: int, step: NextStep | None) -> str:

@@ -33,10 +33,11 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import make_transient
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from . import disk, migrations, models, redact
+from . import disk, migrations, redact
 from .errors import EnvironmentFailure, LedgerError, TickAlreadyRun
+
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
-from .facts import FACT_VALUE_KEYS, Fact, fact_from_execution  # noqa: F401  (re-exported)
+from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
 from .models import Claim, Execution, GuardEvent, Run, Tick, Turn, utcnow
 
 # pg_advisory_xact_lock key every write transaction of a PostgreSQL ledger takes ("LEDGERW").

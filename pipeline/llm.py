@@ -25,13 +25,12 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import deadline
 from .config import LLMConfig
 from .errors import ConfigError, DeadlineExceeded, ProviderUnavailableError
-from .tools import ToolCall
+from .messages import Reply, ToolCall
 from .tracing import traced_chat
 
 log = logging.getLogger(__name__)
@@ -55,28 +54,6 @@ def _load_litellm():
             install_log_filter(logging.getLogger(name).handlers)
         _litellm = litellm
     return _litellm
-
-
-@dataclass
-class Reply:
-    """One model turn, as the ledger records it."""
-
-    text: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    served_model: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_ms: float = 0.0
-    finish_reason: str | None = None
-
-    def as_message(self) -> dict[str, Any]:
-        msg: dict[str, Any] = {"role": "assistant", "content": self.text or None}
-        if self.tool_calls:
-            msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in self.tool_calls
-            ]
-        return msg
 
 
 LOCAL_PROVIDERS = ("local", "local-raw")

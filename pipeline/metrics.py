@@ -63,7 +63,11 @@ class LedgerCollector:
         return []  # no describe-time query: registering must not touch the database
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
 
         from .reader import LedgerReader, sqlite_path
 

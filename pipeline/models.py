@@ -29,6 +29,11 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def aware(dt: datetime) -> datetime:
+    """A datetime read back from the ledger, in UTC: SQLite returns them without a zone, and the ledger writes UTC."""
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
 class Run(SQLModel, table=True):
     __tablename__ = "runs"
     __table_args__ = (Index("ix_runs_channel_started_at", "channel", "started_at"),)

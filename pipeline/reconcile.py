@@ -72,7 +72,7 @@ def unregistered(ledger: Ledger, channel: str | None = None) -> list[tuple[Publi
 
 def _register(cfg: Config, ledger: Ledger, pub_id: int, by_run: str) -> tuple[Reconciled, int] | None:
     """Register one publication with its execution record, in one transaction; None if it was done meanwhile."""
-    from capabilities.register import assign, registration_day
+    from .registration import assign, registration_day
 
     day = registration_day(cfg)
     with ledger.write() as s:
@@ -105,7 +105,7 @@ def _alert_and_mark(ledger: Ledger, alerter: Alerter, channel: str, by_run: str 
 
 
 def _fault_point(name: str) -> None:
-    from capabilities.publish import _fault_point as fault
+    from .publishing import _fault_point as fault
 
     fault(name)
 
@@ -139,7 +139,7 @@ def reconcile(cfg: Config, ledger: Ledger, alerter: Alerter, *, channel: str, ru
 
     Raises ConfigError when the platform refuses the credentials during recovery: the operator must hear it.
     """
-    from capabilities.publish import recheck_published, recover_pending
+    from .recovery import recheck_published, recover_pending
 
     recover_pending(cfg, ledger, channel=channel, older_than_min=older_than_min,
                     on_unknown=lambda pub, detail: alerter.alert(channel, pub.run_id, "publication outcome unknown", detail))

@@ -40,7 +40,7 @@ CALL_PREFIX = "review:"
 
 
 def _fault(name: str) -> None:
-    from capabilities.publish import _fault_point
+    from .publishing import _fault_point
 
     _fault_point(name)
 
@@ -199,9 +199,10 @@ def approve(cfg: Config, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewVi
 
 def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
     """publish → register → report for an approved run, each recorded as the run's execution; then done."""
+    from .messages import ToolCall
     from .prompts import Prompts
     from .runner import toolbox
-    from .tools import RunContext, ToolCall
+    from .tools import RunContext
 
     tools = toolbox()
     ctx = RunContext(run_id, cfg, ledger, llm=None, prompts=Prompts(), approved_by=by)

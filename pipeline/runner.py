@@ -17,14 +17,13 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from . import deadline, disk, redact, shutdown, tracing, validate
-from .agent import AgentLoop, Notify
+from . import deadline, disk, redact, registry, shutdown, tracing, validate
+from .agent import AgentLoop
 from .alerts import Alerter
-from .claims import ClaimRules, claim_rules
+from .claims import ClaimRules
 from .config import Config
-from .errors import (AgentHallucinationError, AgentIncompleteError, AwaitingReview, DeadlineExceeded, DryRunDone,
-                     EnvironmentFailure, ExitCode, PipelineError, PlatformUnavailableError, ProviderUnavailableError,
-                     PublicationSubmitted, RunInterrupted)
+from .errors import EnvironmentFailure, ExitCode, PipelineError, RunInterrupted
+from .events import RunObserver
 from .guard import Guard
 from .ledger import Ledger
 from .llm import ChatModel, is_local
@@ -32,6 +31,7 @@ from .locks import channel_lock
 from .metrics import export_after_run
 from .prompts import Prompts
 from .publishers import get_publisher
+from .states import RunStatus
 from .tools import RunContext, Toolbox
 
 log = logging.getLogger(__name__)
@@ -44,16 +44,14 @@ def toolbox() -> Toolbox:
     """The capabilities offered to the model; built once per process (their schemas never change)."""
     global _toolbox
     if _toolbox is None:
-        from capabilities import ALL
-
-        _toolbox = Toolbox(ALL)
+        _toolbox = Toolbox(registry.capabilities())
     return _toolbox
 
 
 @dataclass
 class RunOutcome:
     run_id: str
-    status: str
+    status: RunStatus
     exit_code: int
     error: str | None = None
 
@@ -61,7 +59,7 @@ class RunOutcome:
 def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
     """Everything that can be wrong with the config, found before anything is recorded."""
     validate.upfront(cfg)
-    rules = claim_rules(cfg)
+    rules = registry.claim_rules(cfg)
     get_publisher(cfg)
     ChatModel(cfg.llm)._api_key()
     if is_local(cfg.llm.model):
@@ -73,7 +71,7 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
     return rules
 
 
-def run_once(cfg: Config, notify: Notify | None = None, llm: ChatModel | None = None,
+def run_once(cfg: Config, observer: RunObserver | None = None, llm: ChatModel | None = None,
              ledger: Ledger | None = None, prompts: Prompts | None = None, lock_held: bool = False,
              dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
     """One run of ``cfg.channel``. Raises ChannelLocked (exit 75) before touching anything if it is running elsewhere.
@@ -83,12 +81,12 @@ def run_once(cfg: Config, notify: Notify | None = None, llm: ChatModel | None = 
     ``tick``: the scheduled firing this run serves (daemon, worker); TickAlreadyRun if it already ran.
     """
     if lock_held:
-        return _locked_run(cfg, notify, llm, ledger, prompts, dry_run, tick)
+        return _locked_run(cfg, observer, llm, ledger, prompts, dry_run, tick)
     with channel_lock(cfg, cfg.channel.name):
-        return _locked_run(cfg, notify, llm, ledger, prompts, dry_run, tick)
+        return _locked_run(cfg, observer, llm, ledger, prompts, dry_run, tick)
 
 
-def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledger: Ledger | None,
+def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None, ledger: Ledger | None,
                 prompts: Prompts | None, dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
     from .reconcile import reconcile
 
@@ -115,9 +113,9 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     alerter.started(run.id, channel, cfg.llm.model)
     ctx = RunContext(run.id, cfg, ledger, llm, prompts, dry_run=dry_run)
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
-    if notify:
-        notify("start", run_id=run.id, model=cfg.llm.model, channel=channel)
-    status, code, error = "done", ExitCode.DONE, None
+    observer = observer or RunObserver()
+    observer.started(run.id, cfg.llm.model, channel)
+    status, code, error = RunStatus.DONE, ExitCode.DONE, None
     span = tracing.start("invoke_agent pipeline", **{
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "pipeline", "gen_ai.conversation.id": run.id,
         "gen_ai.request.model": cfg.llm.model, "pipeline.channel": channel})
@@ -133,45 +131,25 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
             if shutdown.requested():
                 raise RunInterrupted("stop requested before the run began")
             with tracing.current(span):
-                AgentLoop(ctx, tools, guard, cfg.agent, notify, channel).run()
-    except AgentHallucinationError as exc:
-        status, code, error = "hallucination", exc.exit_code, str(exc)
-    except AgentIncompleteError as exc:
-        status, code, error = "incomplete", exc.exit_code, str(exc)
-    except ProviderUnavailableError as exc:
-        status, code, error = "provider_unavailable", exc.exit_code, str(exc)
-    except PlatformUnavailableError as exc:
-        status, code, error = "platform_unavailable", exc.exit_code, str(exc)
-    except PublicationSubmitted as exc:
-        status, code, error = "submitted", exc.exit_code, str(exc)
-    except AwaitingReview as exc:
-        status, code, error = "awaiting_review", exc.exit_code, str(exc)
-    except DryRunDone as exc:
-        status, code, error = "dry_run", exc.exit_code, str(exc)
-    except RunInterrupted as exc:
-        status, code, error = "interrupted", exc.exit_code, str(exc)
-    except DeadlineExceeded as exc:
-        status, code, error = "timed_out", exc.exit_code, str(exc)
-    except EnvironmentFailure as exc:
-        status, code, error = "environment", exc.exit_code, str(exc)
-    except PipelineError as exc:
-        status, code, error = "error", exc.exit_code, str(exc)
+                AgentLoop(ctx, tools, guard, cfg.agent, observer, channel).run()
+    except PipelineError as exc:  # each carries its outcome: run status and exit code
+        status, code, error = exc.run_status, exc.exit_code, str(exc)
     except KeyboardInterrupt:
-        _finish(ledger, run.id, "interrupted", int(ExitCode.INTERRUPTED), "interrupted by the operator")
+        _finish(ledger, run.id, RunStatus.INTERRUPTED, int(ExitCode.INTERRUPTED), "interrupted by the operator")
         tracing.end(span, "interrupted by the operator", **{"pipeline.run.status": "interrupted"})
         raise
     except Exception as exc:
         where = ledger.sqlite_path.parent if ledger.sqlite_path is not None else cfg.state_dir
         if disk.is_full(exc, where):  # a site page or report that could not be written
-            status, code, error = "environment", ExitCode.ENVIRONMENT, f"{disk.describe(where)}: {exc}"
+            status, code, error = RunStatus.ENVIRONMENT, ExitCode.ENVIRONMENT, f"{disk.describe(where)}: {exc}"
         else:  # a bug: record it, keep the traceback in the log
             log.error("run %s crashed:\n%s", run.id, traceback.format_exc())
-            status, code, error = "error", ExitCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+            status, code, error = RunStatus.ERROR, ExitCode.INTERNAL, f"{type(exc).__name__}: {exc}"
     status, code, error = _finish(ledger, run.id, status, int(code), error)
-    tracing.end(span, error if status != "done" else None, **{"pipeline.run.status": status, "pipeline.exit_code": int(code)})
-    if status != "done":
+    tracing.end(span, error if status != RunStatus.DONE else None, **{"pipeline.run.status": status, "pipeline.exit_code": int(code)})
+    if status != RunStatus.DONE:
         # Waiting for an editor, or a dry run, is a state the operator asked for: not an error line.
-        say = log.warning if status in ("awaiting_review", "dry_run") else log.error
+        say = log.warning if status.operator_asked else log.error
         say("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, status, code, error, run.id)
     alerter.finished(channel, run.id, status, int(code), error)
     export_after_run(cfg)
@@ -194,15 +172,15 @@ def _track(run_id: str, ledger: Ledger) -> None:
         _active[run_id] = ledger.url
 
 
-def _finish(ledger: Ledger, run_id: str, status: str, code: int, error: str | None) -> tuple[str, int, str | None]:
+def _finish(ledger: Ledger, run_id: str, status: RunStatus, code: int, error: str | None) -> tuple[RunStatus, int, str | None]:
     """Write the run's outcome; on a full disk, free the reserve and write it anyway, as an environment failure."""
     try:
         ledger.finish_run(run_id, status, code, error)
     except EnvironmentFailure as exc:
-        if status == "done":
-            status, code, error = "environment", int(exc.exit_code), f"the run's work is done, but {exc}"
-        elif status != "environment":
-            status, code, error = "environment", int(exc.exit_code), f"{exc} (while ending {status}: {error})"
+        if status == RunStatus.DONE:
+            status, code, error = RunStatus.ENVIRONMENT, int(exc.exit_code), f"the run's work is done, but {exc}"
+        elif status != RunStatus.ENVIRONMENT:
+            status, code, error = RunStatus.ENVIRONMENT, int(exc.exit_code), f"{exc} (while ending {status}: {error})"
         if ledger.sqlite_path is not None:
             disk.release(ledger.sqlite_path)
         try:

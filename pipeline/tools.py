@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from .claims import Lexicon
 from .errors import CapabilityError, ToolArgumentsError
+from .messages import ToolCall
 from .tracing import traced_tool
 
 if TYPE_CHECKING:
@@ -55,13 +57,6 @@ class RunContext:
     approved_by: str | None = None
 
 
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # raw JSON text, exactly as the model sent it
-
-
 @dataclass
 class ToolResult:
     ok: bool
@@ -76,10 +71,28 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class Capability:
+    """One step of the pipeline, declared once by ``@capability`` in its own module of ``capabilities``.
+
+    Everything else about it is derived from this: the tool schema (from the signature), the value
+    a claim can quote (``fact``: a key of its result), how text claims it (``lexicon``), its place in
+    the pipeline (``order``), and what the guard's next-step nudge says about it.
+    """
+
     name: str
     description: str
     arguments: type[BaseModel]
     fn: Callable[..., dict[str, Any]]
+    order: int
+    fact: str | None = None
+    lexicon: Lexicon = Lexicon()
+    # Whether a successful execution finishes the step (a humanize below the threshold does not).
+    finished: Callable[[dict[str, Any]], bool] = lambda result: True
+    # Extra values for this step's `needs_<name>` nudge line, from its own earlier results.
+    hint: Callable[[list[dict[str, Any]]], dict[str, Any]] = lambda results: {}
+
+    @property
+    def argument_names(self) -> list[str]:
+        return list(self.arguments.model_fields)
 
     def schema(self) -> dict[str, Any]:
         params = self.arguments.model_json_schema()
@@ -89,11 +102,28 @@ class Capability:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
 
 
-def capability(fn: Callable[..., dict[str, Any]]) -> Capability:
-    """Turn ``fn(ctx, …)`` into a Capability named after the function's module-level name."""
+def capability(*, order: int, fact: str | None = None, lexicon: Lexicon = Lexicon(),
+               finished: Callable[[dict[str, Any]], bool] | None = None,
+               hint: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+               ) -> Callable[[Callable[..., dict[str, Any]]], Capability]:
+    """Declare ``fn(ctx, …)`` a capability named after the function; see ``Capability`` for the rest."""
+
+    def declare(fn: Callable[..., dict[str, Any]]) -> Capability:
+        extra: dict[str, Any] = {k: v for k, v in (("finished", finished), ("hint", hint)) if v is not None}
+        return Capability(fn.__name__, _description(fn), _arguments(fn), fn, order, fact, lexicon, **extra)
+
+    return declare
+
+
+def _description(fn: Callable[..., Any]) -> str:
     description = inspect.getdoc(fn)
     if not description:
         raise TypeError(f"capability {fn.__name__!r} has no docstring: the model needs a description")
+    return description
+
+
+def _arguments(fn: Callable[..., Any]) -> type[BaseModel]:
+    """A pydantic model of ``fn``'s arguments after ``ctx``: the schema the model sees is the validation applied."""
     hints = get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
     for pname, param in list(inspect.signature(fn).parameters.items())[1:]:
@@ -106,8 +136,7 @@ def capability(fn: Callable[..., dict[str, Any]]) -> Capability:
             raise TypeError(f"capability {fn.__name__!r}: argument {pname!r} has no description")
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (base, Field(default, description=desc))
-    model = create_model(f"{fn.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
-    return Capability(fn.__name__, description, model, fn)
+    return create_model(f"{fn.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def _schema_errors(exc: ValidationError) -> str:

@@ -38,13 +38,18 @@ def configure(cfg) -> None:
     if cfg.exporter != "none" and not _provider_installed:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            ConsoleSpanExporter,
+        )
 
         if cfg.exporter == "console":
             exporter = ConsoleSpanExporter(out=sys.stderr)
         else:
             try:
-                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                    OTLPSpanExporter,
+                )
             except ImportError:
                 raise ConfigError('[traces] exporter = "otlp" needs opentelemetry-exporter-otlp-proto-http '
                                   '(or exporter = "console" / "none")') from None

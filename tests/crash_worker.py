@@ -26,10 +26,11 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(TESTS.parent), str(TESTS)]
 
-from capabilities.publish import publish  # noqa: E402
 import fakellm  # noqa: E402,F401  (imported here so children do not pay for it)
-import pipeline.prompts  # noqa: E402,F401
 import platforms  # noqa: E402
+
+import pipeline.prompts  # noqa: E402,F401
+from capabilities.publish import publish  # noqa: E402
 from pipeline.publishers.remote import _tls  # noqa: E402
 
 _tls()  # load the CA bundle once, before forking, instead of once per child

@@ -13,12 +13,11 @@ from sqlmodel import select
 from pipeline.agent import AgentLoop
 from pipeline.errors import AgentHallucinationError, AgentIncompleteError
 from pipeline.guard import Guard
+from pipeline.llm import ChatModel
 from pipeline.models import Execution, Publication, Registration
 from pipeline.prompts import Prompts
-from pipeline.claims import claim_rules
+from pipeline.registry import capabilities, claim_rules
 from pipeline.tools import RunContext, Toolbox
-from pipeline.llm import ChatModel
-from capabilities import ALL
 
 # The guard and publishing read and write the ledger: run them on both backends.
 LEDGER_BACKENDS = ("sqlite", "postgresql")
@@ -74,7 +73,7 @@ def test_5_exceeding_the_nudge_bound_raises(harness):
 
     ledger = Ledger(cfg.ledger_url)
     run = ledger.start_run(cfg.llm.model)
-    toolbox = Toolbox(ALL)
+    toolbox = Toolbox(capabilities())
     ctx = RunContext(run.id, cfg, ledger, ChatModel(cfg.llm), Prompts())
     guard = Guard(ledger, claim_rules(cfg), cfg.agent.done_when, Prompts(), "en", toolbox.names)
     with pytest.raises(AgentHallucinationError) as info:
@@ -297,7 +296,7 @@ def test_same_failing_call_ends_the_run_as_stuck_within_three_turns(harness):
     assert [(g.kind, g.action) for g in events] == [("repeated_failure", "nudge"), ("stuck", "fail")]
     humanized = [f.result["article_id"] for f in ledger.facts(outcome.run_id) if f.capability == "humanize"][0]
     nudge = events[0].message
-    assert "`publish` failed 2 times" in nudge and f"call `publish` now" in nudge and f"article_id {humanized}" in nudge
+    assert "`publish` failed 2 times" in nudge and "call `publish` now" in nudge and f"article_id {humanized}" in nudge
     diff = run_diff(ledger, outcome.run_id)
     assert diff["reason"] == "stuck" and ledger.get_run(outcome.run_id).error.startswith("stuck")
 
@@ -324,7 +323,7 @@ def test_humanize_retries_are_told_what_the_scorer_measured(harness):
     assert outcome.error.startswith("stuck: `publish`")
     [nudge] = [g.message for g in nudges(ledger, outcome.run_id)]
     draft_id = [f.result["article_id"] for f in ledger.facts(outcome.run_id) if f.capability == "draft"][0]
-    assert f"call `humanize` now" in nudge and f"article_id {draft_id}" in nudge and "≥ 60" in nudge
+    assert "call `humanize` now" in nudge and f"article_id {draft_id}" in nudge and "≥ 60" in nudge
     # Every attempt and its score is in the ledger, with the execution.
     [execution] = [e for e in ledger.executions(outcome.run_id) if e.capability == "humanize"]
     result = json.loads(execution.result_json)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from pipeline.claims import ClaimRules, facts_from_mapping, text_tool_calls
+from pipeline.registry import fact_keys, lexicons
 
 INCIDENT = "文章已生成，拟人化评分 82 分，已发布至平台，链接 https://domain/item/fake-id，已登记到台账，登记号 CT-20260922-001。"
-RULES = ClaimRules(publish_hosts=["127.0.0.1", "domain"])
+RULES = ClaimRules(lexicons(), publish_hosts=["127.0.0.1", "domain"])
 
 
 def caps(text: str, rules: ClaimRules = RULES) -> set[str]:
@@ -74,24 +75,24 @@ def test_url_comparison_ignores_case_of_host_and_trailing_slash():
 
 
 def test_registration_prefix_comes_from_config():
-    rules = ClaimRules(registration_prefix="PUB")
+    rules = ClaimRules(lexicons(), registration_prefix="PUB")
     assert {c.value for c in rules.extract("登记号 PUB-20261130-010")} == {"PUB-20261130-010"}
 
 
 def test_extra_rules_from_config():
-    rules = ClaimRules(extra={"publish": [r"已搬运到(公众号|知乎)"]})
+    rules = ClaimRules(lexicons(), extra={"publish": [r"已搬运到(公众号|知乎)"]})
     assert caps("已搬运到知乎", rules) == {"publish"}
     assert caps("已搬运到知乎") == set()
 
 
 def test_bad_extra_rule_is_a_clear_error():
     with pytest.raises(ValueError, match="bad regular expression"):
-        ClaimRules(extra={"publish": ["(unclosed"]})
+        ClaimRules(lexicons(), extra={"publish": ["(unclosed"]})
 
 
 def test_facts_json_shape():
     assert facts_from_mapping({"publish": {"url": "u"}, "register": {"registration_no": "CT-1"}, "humanize": {"score": 77},
-                               "draft": {}}) == {"publish": ["u"], "register": ["CT-1"], "humanize": [77], "draft": []}
+                               "draft": {}}, fact_keys()) == {"publish": ["u"], "register": ["CT-1"], "humanize": [77], "draft": []}
 
 
 @pytest.mark.parametrize("text,expected", [

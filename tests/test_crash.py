@@ -23,12 +23,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from platforms import add_article, make_platform, new_context, secret_env, write_config
 from sqlmodel import select
 
-from capabilities.publish import RECOVERED, _key, publish, recover_pending
+from capabilities.publish import publish
 from pipeline.models import Publication, Run, utcnow
-
-from platforms import add_article, make_platform, new_context, secret_env, write_config
+from pipeline.publishing import RECOVERED
+from pipeline.publishing import idempotency_key as _key
+from pipeline.recovery import recover_pending
 
 TESTS = Path(__file__).resolve().parent
 ITERATIONS = max(20, int(os.environ.get("PIPELINE_CRASH_ITERATIONS", "20")))

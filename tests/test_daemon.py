@@ -15,9 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from conftest import KEY_ENV, write_config
 from fakellm import FakeLLM
+
 from pipeline import config as config_mod
 from pipeline import daemon, shutdown
 from pipeline.ledger import Ledger

@@ -13,12 +13,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from conftest import KEY_ENV, REPO
 from stuck import StuckServer, closed_port
 
 from pipeline import config as config_mod
 from pipeline.content import normalize_title
+from pipeline.events import RunObserver
 from pipeline.ledger import Ledger
 from pipeline.publishers.local import LocalSitePublisher
 from pipeline.runner import run_once
@@ -278,7 +278,7 @@ def test_run_once_in_process_survives_markup_in_every_title(tmp_path, fake_llm, 
     backlog = tmp_path / "backlog.txt"
     backlog.write_text("[/]" * 40_000 + "\n", encoding="utf-8")
     cfg = config_mod.load(config_text(tmp_path, fake_llm.api_base, "honest", backlog))
-    outcome = run_once(cfg, notify=lambda *a, **k: None)
+    outcome = run_once(cfg, observer=RunObserver())
     assert outcome.exit_code == 0, outcome.error
     con = sqlite3.connect(tmp_path / "ledger.db")
     [(title,)] = con.execute("SELECT title FROM topics").fetchall()

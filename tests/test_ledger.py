@@ -101,8 +101,9 @@ def test_write_is_all_or_nothing(any_ledger):
             s.add(Report(run_id=run.id, body="half"))
             s.flush()
             raise RuntimeError("crash mid-transaction")
-    from pipeline.models import Report
     from sqlmodel import select
+
+    from pipeline.models import Report
 
     with ledger.read() as s:
         assert s.exec(select(Report)).all() == []

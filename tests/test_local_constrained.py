@@ -11,7 +11,6 @@ import json
 
 import pytest
 
-from capabilities import ALL
 from pipeline.local.constrained import (
     constrained_response_format,
     constrained_tools_schema,
@@ -19,10 +18,11 @@ from pipeline.local.constrained import (
     parse_constrained,
     progress_note,
 )
+from pipeline.registry import capabilities
 from pipeline.tools import Toolbox
 
 jsonschema = pytest.importorskip("jsonschema")  # a litellm dependency, not one of ours
-TOOLS = Toolbox(ALL).schemas()
+TOOLS = Toolbox(capabilities()).schemas()
 
 
 def valid(doc, tool_choice="auto") -> bool:
@@ -35,7 +35,7 @@ def valid(doc, tool_choice="auto") -> bool:
 
 def test_schema_has_one_branch_per_tool_plus_final_answer():
     branches = constrained_tools_schema(TOOLS)["anyOf"]
-    assert [b["properties"].get("tool", {}).get("const") for b in branches] == [*Toolbox(ALL).names, None]
+    assert [b["properties"].get("tool", {}).get("const") for b in branches] == [*Toolbox(capabilities()).names, None]
     assert branches[-1]["required"] == ["final_answer"]
     assert list(branches[0]["properties"]) == ["tool", "arguments"]  # name decided before arguments
 

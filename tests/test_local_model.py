@@ -55,8 +55,8 @@ def litellm_local():
 
 
 def _pipeline_start():
-    from capabilities import ALL
     from pipeline.prompts import Prompts
+    from pipeline.registry import capabilities
     from pipeline.tools import Toolbox
 
     prompts = Prompts()
@@ -64,7 +64,7 @@ def _pipeline_start():
         {"role": "system", "content": prompts.render("system.md")},
         {"role": "user", "content": prompts.render("task.md", channel="default", today="2026-01-01")},
     ]
-    return messages, Toolbox(ALL)
+    return messages, Toolbox(capabilities())
 
 
 def test_constrained_first_call_is_topic(litellm_local, record_property):
@@ -94,8 +94,9 @@ def test_plain_completion_honours_max_tokens(litellm_local):
 
 
 def _shipped_config(tmp_path, **env):
-    from pipeline import config as config_mod
     from conftest import REPO
+
+    from pipeline import config as config_mod
 
     return config_mod.load(REPO / "config.toml", environ={
         "PIPELINE_LEDGER__URL": f"sqlite:///{tmp_path}/ledger.db", "PIPELINE_PUBLISH_LOCAL__DIR": str(tmp_path / "site"),

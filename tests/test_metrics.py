@@ -12,9 +12,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
-
 from conftest import KEY_ENV
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:

@@ -7,6 +7,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fakellm import HUMANIZED
 from sqlmodel import select
 
 from capabilities.publish import publish
@@ -19,8 +20,6 @@ from pipeline.models import Article, Publication, Registration
 from pipeline.prompts import Prompts
 from pipeline.scoring import score
 from pipeline.tools import RunContext
-
-from fakellm import HUMANIZED
 
 # The guard and publishing read and write the ledger: run them on both backends.
 LEDGER_BACKENDS = ("sqlite", "postgresql")

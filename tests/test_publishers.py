@@ -14,16 +14,24 @@ from datetime import datetime
 from importlib import metadata
 
 import pytest
+from platforms import (
+    SECRET_ENV,
+    add_article,
+    make_platform,
+    new_context,
+    secret_env,
+    write_config,
+)
 from sqlmodel import select
 
-from capabilities.publish import _key, _slug, publish
+from capabilities.publish import publish
 from pipeline import publishers
 from pipeline.errors import CapabilityError, ConfigError
 from pipeline.models import Publication
 from pipeline.publishers import LookupUnsupported, PublishOutcomeUnknown, get_publisher
 from pipeline.publishers.ghost import admin_token
-
-from platforms import SECRET_ENV, add_article, make_platform, new_context, secret_env, write_config
+from pipeline.publishing import idempotency_key as _key
+from pipeline.publishing import slug_for as _slug
 
 REMOTE = ["wordpress", "ghost", "webhook"]
 

@@ -9,9 +9,9 @@ import sys
 import tomllib
 
 import pytest
+from conftest import REPO
 from typer.testing import CliRunner
 
-from conftest import REPO
 from pipeline.cli import app
 from pipeline.ledger import Ledger
 

@@ -9,8 +9,9 @@ import sys
 from datetime import date
 
 from conftest import KEY_ENV
-from pipeline.reports import daily_summary, render_daily, run_summary
 from test_daemon import Recorder
+
+from pipeline.reports import daily_summary, render_daily, run_summary
 
 
 def test_run_report_is_built_from_the_ledger_not_the_model(harness):

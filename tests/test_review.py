@@ -8,14 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import KEY_ENV
 from sqlmodel import select
 
 from pipeline import review
 from pipeline.daemon import status as channel_status
 from pipeline.errors import ConfigError
 from pipeline.models import Execution, Publication, Registration, Report, Review, Run
-
-from conftest import KEY_ENV
 
 MANUAL = '[publish]\nreview = "manual"\npreview_dir = "preview"\n'
 REPO = Path(__file__).resolve().parent.parent

@@ -25,6 +25,7 @@ from sqlmodel import select
 
 from pipeline import config as config_mod
 from pipeline.errors import ChannelLocked, TickAlreadyRun
+from pipeline.events import RunObserver
 from pipeline.ledger import Ledger
 from pipeline.locks import channel_lock
 from pipeline.models import Article, Publication, Registration, Run, Tick
@@ -321,14 +322,17 @@ def test_a_run_whose_lock_session_dies_stops_at_its_next_step(harness, pg_url, m
     dbname = pg_url.rsplit("/", 1)[1]
     killed = threading.Event()
 
-    def notify(event: str, **data) -> None:
-        if event == "tool_end" and not killed.is_set():  # after the first step, kill the lock's session
+    class KillAfterFirstStep(RunObserver):
+        def tool_finished(self, name, ok, payload) -> None:
+            if killed.is_set():
+                return
+            # after the first step, kill the lock's session
             with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
                               "AND application_name LIKE 'pipeline channel%%'", (dbname,))
             killed.set()
             time.sleep(0.5)
 
-    outcome = run_once(cfg, notify=notify)
+    outcome = run_once(cfg, observer=KillAfterFirstStep())
     assert killed.is_set()
     assert outcome.status == "interrupted" and "the session holding channel default ended" in outcome.error

@@ -15,11 +15,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from services import missing
+from sitebrowser import HOSTILE_TITLE, build_demo_site, chromium, dump_dom, serving
 
 from pipeline.publishers.local import LocalSitePublisher
-
-from sitebrowser import HOSTILE_TITLE, build_demo_site, chromium, dump_dom, serving
-from services import missing
 
 ATOM = {"a": "http://www.w3.org/2005/Atom"}
 REPO = Path(__file__).resolve().parent.parent

@@ -19,13 +19,13 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import KEY_ENV, REPO
 from stuck import StuckServer, wait_for_request
 
 from pipeline import config as config_mod
 from pipeline import shutdown
 from pipeline.errors import ProviderUnavailableError
+from pipeline.events import RunObserver
 from pipeline.ledger import Ledger
 from pipeline.llm import ChatModel
 from pipeline.runner import run_once
@@ -334,8 +334,10 @@ def test_a_full_disk_mid_run_is_exit_7_with_a_truthful_run_row(tmp_path, fake_ll
         monkeypatch.setenv(KEY_ENV, "sk-test")
         cfg = config_mod.load(write(mnt, fake_llm.api_base, model="openai/honest"))
 
-        def fill(event: str, **data) -> None:
-            if event == "tool_end" and data.get("name") == "draft":
+        class FillAfterDraft(RunObserver):
+            def tool_finished(self, name, ok, payload) -> None:
+                if name != "draft":
+                    return
                 with open(mnt / "filler", "wb") as fh:  # the disk fills up while the run works
                     try:
                         while True:
@@ -345,7 +347,7 @@ def test_a_full_disk_mid_run_is_exit_7_with_a_truthful_run_row(tmp_path, fake_ll
                     except OSError:
                         pass
 
-        outcome = run_once(cfg, notify=fill)
+        outcome = run_once(cfg, observer=FillAfterDraft())
         assert (outcome.status, outcome.exit_code) == ("environment", 7), outcome
         assert "disk full" in outcome.error
         (mnt / "filler").unlink()

@@ -6,16 +6,16 @@ from typing import Annotated
 
 import pytest
 
-from capabilities import ALL
-from pipeline.tools import ToolCall, Toolbox, capability
+from pipeline.registry import capabilities
+from pipeline.tools import Toolbox, ToolCall, capability
 
 
 def test_six_capabilities_named_as_in_the_ledger():
-    assert [c.name for c in ALL] == ["topic", "draft", "humanize", "publish", "register", "report"]
+    assert [c.name for c in capabilities()] == ["topic", "draft", "humanize", "publish", "register", "report"]
 
 
 def test_schema_comes_from_the_signature():
-    schema = next(c for c in ALL if c.name == "publish").schema()
+    schema = next(c for c in capabilities() if c.name == "publish").schema()
     fn = schema["function"]
     assert fn["name"] == "publish" and fn["description"].startswith("Publish")
     assert fn["parameters"]["properties"]["article_id"] == {"type": "integer", "description": "The article_id returned by humanize."}
@@ -28,14 +28,14 @@ def test_registration_fails_without_a_description():
         return {}
 
     with pytest.raises(TypeError, match="no docstring"):
-        capability(nodoc)
+        capability(order=99)(nodoc)
 
     def undescribed(ctx, x: int):
         """Doc."""
         return {}
 
     with pytest.raises(TypeError, match="Annotated"):
-        capability(undescribed)
+        capability(order=99)(undescribed)
 
 
 class _Ledger:
@@ -63,6 +63,6 @@ class _Ctx:
 ])
 def test_rejected_calls_are_recorded_and_explained(call, needle):
     ctx = _Ctx()
-    result = Toolbox(ALL).execute(ctx, call, turn=None)
+    result = Toolbox(capabilities()).execute(ctx, call, turn=None)
     assert not result.ok and needle in result.payload["error"]
     assert len(ctx.ledger.failed) == 1 and ctx.ledger.failed[0][3] == call.name

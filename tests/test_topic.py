@@ -6,7 +6,6 @@ import functools
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-
 from capabilities.topic import backlog, feed, is_repeat, topic
 from pipeline import config
 from pipeline.content import normalize_title

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import KEY_ENV, write_config
+
 from pipeline import tracing
 
 
@@ -18,7 +18,9 @@ def memory_spans():
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+        InMemorySpanExporter,
+    )
 
     exporter = InMemorySpanExporter()
     provider = trace.get_tracer_provider()

@@ -6,17 +6,23 @@ import logging
 import threading
 
 import pytest
+from platforms import add_article, new_context, write_config
 from sqlmodel import select
+from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
-from capabilities.publish import publish, recheck_published, recover_pending
+from capabilities.publish import publish
 from pipeline.claims import ClaimRules
-from pipeline.errors import ConfigError, PlatformUnavailableError, PublicationFailed, PublicationSubmitted
+from pipeline.errors import (
+    ConfigError,
+    PlatformUnavailableError,
+    PublicationFailed,
+    PublicationSubmitted,
+)
 from pipeline.models import PlatformToken, Publication
 from pipeline.publishers import PublishOutcomeUnknown
 from pipeline.publishers.wechat import STATUS, article_html, cover_png
-
-from platforms import add_article, new_context, write_config
-from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
+from pipeline.recovery import recheck_published, recover_pending
+from pipeline.registry import lexicons
 
 
 @pytest.fixture
@@ -284,7 +290,7 @@ def test_the_sanitizer_drops_markup_the_platform_refuses():
 
 
 def test_the_guard_speaks_the_platforms_language():
-    rules = ClaimRules()
+    rules = ClaimRules(lexicons())
     for text in ("文章已提交发布，等待平台处理。", "发布任务已创建。", "已将文章提交发布。", "已创建发布任务。",
                  "I submitted the article for publication.", "The publish task was created."):
         assert not [c for c in rules.extract(text) if c.capability == "publish"], text

@@ -23,15 +23,15 @@ import os
 from collections import Counter
 
 import pytest
-from sqlmodel import select
-
-from capabilities.publish import publish, recover_pending
-from pipeline.errors import PublicationFailed
-from pipeline.models import Publication
-
 from platforms import add_article, new_context, write_config
+from sqlmodel import select
 from test_crash import Worker
 from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
+
+from capabilities.publish import publish
+from pipeline.errors import PublicationFailed
+from pipeline.models import Publication
+from pipeline.recovery import recover_pending
 
 # Even, so that half the kills are resumed in-run and half by recovery.
 ITERATIONS = 2 * max(1, int(os.environ.get("PIPELINE_WECHAT_CRASH_ITERATIONS", "6")) // 2)

@@ -13,15 +13,16 @@ import re
 
 import httpx
 import pytest
+from platforms import SECRET_ENV, add_article, make_platform, new_context, write_config
 from sqlmodel import select
 
-from capabilities.publish import _key, _slug, publish
+from capabilities.publish import publish
 from pipeline.content import slugify
 from pipeline.errors import ConfigError
 from pipeline.models import Article, Publication
 from pipeline.publishers import PublishOutcomeUnknown, get_publisher
-
-from platforms import SECRET_ENV, add_article, make_platform, new_context, write_config
+from pipeline.publishing import idempotency_key as _key
+from pipeline.publishing import slug_for as _slug
 
 SCRIPT_TITLE = 'Builds <script>alert("x")</script> & "quotes" — 构建 🚀'
 

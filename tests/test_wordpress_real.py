@@ -19,18 +19,19 @@ from collections import Counter
 
 import httpx
 import pytest
+import realwp
+from conftest import KEY_ENV, REPO
+from conftest import write_config as llm_config
+from platforms import SECRET_ENV, new_context
 from sqlmodel import select
 
-import realwp
-from capabilities.publish import _key, publish
+from capabilities.publish import publish
 from pipeline.content import content_hash
 from pipeline.errors import ConfigError
 from pipeline.models import Article, Publication, Registration, Run
 from pipeline.publishers import PublishOutcomeUnknown
 from pipeline.publishers.wordpress import read_markers
-
-from conftest import KEY_ENV, REPO, write_config as llm_config
-from platforms import SECRET_ENV, new_context
+from pipeline.publishing import idempotency_key as _key
 
 pytestmark = pytest.mark.wordpress
 REQUIRED = os.environ.get("PIPELINE_REQUIRE_REAL_PLATFORMS") == "1"

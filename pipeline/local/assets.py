@@ -68,7 +68,14 @@ def model_path(data_dir: Path) -> Path:
 
 def _assemble(parts: list[Path], target: Path, sidecar: Path) -> None:
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     target.parent.mkdir(parents=True, exist_ok=True)
     # Fail before writing a gigabyte, with a message that says why.

@@ -29,7 +29,11 @@ from typing import Any
 
 from ..errors import ConfigError
 from . import assets
-from .constrained import constrained_response_format, decision_messages, parse_constrained
+from .constrained import (
+    constrained_response_format,
+    decision_messages,
+    parse_constrained,
+)
 
 MODEL = "qwen2.5-coder-1.5b"
 PROVIDERS = {"local": True, "local-raw": False}  # provider -> constrained
@@ -142,7 +146,12 @@ def _timeout_ms(timeout: Any) -> int | None:
 
 def _handler(provider: str, constrained: bool) -> Any:
     import litellm
-    from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, Usage
+    from litellm.types.utils import (
+        ChatCompletionMessageToolCall,
+        Function,
+        Message,
+        Usage,
+    )
 
     class LocalLLM(litellm.CustomLLM):
         def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict, model_response: Any,

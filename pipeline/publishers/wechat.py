@@ -55,7 +55,7 @@ import re
 import struct
 import time
 import zlib
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any, Callable
 from urllib.parse import urlsplit
@@ -66,7 +66,7 @@ from sqlmodel import select
 from ..config import Config
 from ..content import to_html
 from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
-from ..models import Article, PlatformToken, Publication, utcnow
+from ..models import Article, PlatformToken, Publication, aware, utcnow
 from . import Published, PublishOutcomeUnknown
 from .remote import AttemptBudget, _tls, secret_from_env, setting_url
 
@@ -103,12 +103,8 @@ class _RedactTokens(logging.Filter):
 logging.getLogger("httpx").addFilter(_RedactTokens())
 
 
-def _aware(dt: datetime | None) -> datetime | None:
-    return None if dt is None else (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc))
-
-
 def _fault(name: str) -> None:
-    from capabilities.publish import _fault_point
+    from ..publishing import _fault_point
 
     _fault_point(name)
 
@@ -149,7 +145,7 @@ class TokenStore:
     def get(self) -> str:
         with self.ledger.read() as s:
             row = s.get(PlatformToken, self.name)
-            cached = (row.token, _aware(row.expires_at)) if row else None
+            cached = (row.token, aware(row.expires_at)) if row else None
         if cached and cached[1] - self.margin > utcnow():
             return cached[0]
         return self._store(*self.fetch(False))
@@ -527,7 +523,7 @@ class WeChatPublisher:
                                 remote_id=found.remote_id, verified_at=None if problem else utcnow(),
                                 verification=("recovered after crash (found by freepublish/batchget)"
                                               + (f"; {problem}" if problem else "")))
-        waited = utcnow() - _aware(row.submit_started_at)
+        waited = utcnow() - aware(row.submit_started_at)
         if waited < timedelta(minutes=self.wc.resubmit_after_min):
             return self._update(row.id, verification=(
                 "submit outcome unknown: not among the published articles yet; the task may still be publishing, "
