@@ -145,6 +145,15 @@ def _reader(cfg_path: Path | None):
     return cfg, LedgerReader(cfg.ledger_url)
 
 
+def _reader_if_any(cfg_path: Path | None):
+    """Like ``_reader``, but a SQLite ledger not created yet is None (nothing has run, so nothing to list)."""
+    from .reader import LedgerReader, sqlite_path
+
+    cfg = _project_config(cfg_path)
+    path = sqlite_path(cfg.ledger_url)
+    return None if path is not None and not path.exists() else LedgerReader(cfg.ledger_url)
+
+
 def _print_table(columns: list[str], rows: list[list[str]]) -> None:
     """A table whose cells are never cut or wrapped: ids and times must survive copy-paste and ``awk``."""
     from rich.table import Table
@@ -756,11 +765,11 @@ def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
                 show_all: Annotated[bool, typer.Option("--all", help="Decided reviews too.")] = False,
                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Articles waiting for a decision (and approved ones not finished yet), oldest first."""
-    from .review import pending
+    from .status import reviews
 
     with _clean_errors():
-        cfg, ledger = _ledger(config)
-        rows = pending(ledger, channel, all_states=show_all)
+        reader = _reader_if_any(config)
+        rows = reviews(reader, channel, all_states=show_all) if reader is not None else []
     if as_json:
         sys.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2, ensure_ascii=False) + "\n")
         raise typer.Exit(0)
@@ -775,11 +784,13 @@ def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
 def review_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """One held article: title, score, preview, decision, and its text."""
-    from .review import show
+    from .status import review_of
 
     with _clean_errors():
-        _cfg, ledger = _ledger(config)
-        r = show(ledger, run_id)
+        reader = _reader_if_any(config)
+        r = review_of(reader, run_id) if reader is not None else None
+        if r is None:
+            raise ConfigError(f"no review for run {run_id!r} (pipeline review list shows them)")
     if as_json:
         sys.stdout.write(json.dumps(r.as_dict(), indent=2, ensure_ascii=False) + "\n")
         raise typer.Exit(0)

@@ -102,12 +102,65 @@ class EngineStatus:
         return info
 
 
+@dataclass(frozen=True)
+class ReviewView:
+    """One review as ``pipeline review list/show`` print it."""
+
+    run_id: str
+    channel: str
+    status: str
+    title: str
+    score: float | None
+    preview: str | None
+    requested_at: str
+    decided_by: str | None
+    decided_at: str | None
+    reason: str | None
+    completed: bool
+    url: str | None = None
+    body: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+_REVIEWS = ("SELECT v.run_id, r.channel, v.status, a.title, a.score, v.preview, v.requested_at, v.decided_by, "
+            "v.decided_at, v.reason, v.completed_at, a.body FROM reviews v JOIN runs r ON r.id = v.run_id "
+            "JOIN articles a ON a.id = v.article_id")
+
+
+def _review_view(row: Any, url: str | None = None, body: bool = False) -> ReviewView:
+    return ReviewView(row.run_id, row.channel, row.status, row.title, row.score, row.preview, row.requested_at.isoformat(),
+                      row.decided_by, row.decided_at.isoformat() if row.decided_at else None, row.reason,
+                      row.completed_at is not None, url, row.body if body else None)
+
+
+def reviews(ledger: Any, channel: str | None = None, *, all_states: bool = False) -> list[ReviewView]:
+    """Reviews waiting for a decision (or approved and not finished), oldest first; every review with ``all_states``.
+    ``ledger``: a Ledger or a LedgerReader."""
+    from .reader import reader_for
+
+    db = reader_for(ledger)
+    rows = (db.rows(f"{_REVIEWS} WHERE r.channel = :c ORDER BY v.id", c=channel) if channel is not None
+            else db.rows(f"{_REVIEWS} ORDER BY v.id"))
+    return [_review_view(r) for r in rows
+            if all_states or r.status == "pending" or (r.status == "approved" and r.completed_at is None)]
+
+
+def review_of(ledger: Any, run_id: str) -> ReviewView | None:
+    """The review of one run, with its text and the URL it was published at; None if it has none."""
+    from .reader import reader_for
+
+    db = reader_for(ledger)
+    found = db.rows(f"{_REVIEWS} WHERE v.run_id = :r", r=run_id)
+    if not found:
+        return None
+    url = db.scalar("SELECT url FROM publications WHERE run_id = :r AND status = 'verified' ORDER BY id LIMIT 1", r=run_id)
+    return _review_view(found[0], url, body=True)
+
+
 def _pending_reviews(db: Any, channel: str) -> list[PendingReview]:
-    rows = db.rows("SELECT v.run_id, v.status, v.preview, v.requested_at, v.completed_at, a.title FROM reviews v "
-                   "JOIN runs r ON r.id = v.run_id JOIN articles a ON a.id = v.article_id "
-                   "WHERE r.channel = :c ORDER BY v.id", c=channel)
-    return [PendingReview(r.run_id, r.title, r.status, r.preview, r.requested_at.isoformat()) for r in rows
-            if r.status == "pending" or (r.status == "approved" and r.completed_at is None)]
+    return [PendingReview(r.run_id, r.title, r.status, r.preview, r.requested_at) for r in reviews(db, channel)]
 
 
 def channel_status(cfg: Any, now: datetime | None = None, ledger: Any = None) -> list[ChannelStatus]:
