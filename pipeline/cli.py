@@ -146,6 +146,15 @@ def _reader(cfg_path: Path | None):
     return cfg, LedgerReader(cfg.ledger_url)
 
 
+def _reader_if_any(cfg_path: Path | None):
+    """Like ``_reader``, but a SQLite ledger not created yet is None (nothing has run, so nothing to list)."""
+    from .reader import LedgerReader, sqlite_path
+
+    cfg = _project_config(cfg_path)
+    path = sqlite_path(cfg.ledger_url)
+    return None if path is not None and not path.exists() else LedgerReader(cfg.ledger_url)
+
+
 def _print_table(columns: list[str], rows: list[list[str]]) -> None:
     """A table whose cells are never cut or wrapped: ids and times must survive copy-paste and ``awk``."""
     from rich.table import Table
@@ -218,7 +227,7 @@ def _print_summary(ledger, outcome) -> None:
     colour = "green" if outcome.exit_code == 0 else "red"
     out.print(f"[bold]status[/]                 [{colour}]{outcome.status}[/] (exit {outcome.exit_code})", highlight=False)
     for key in ("topic", "title", "score", "url", "registration_no", "nudges", "hallucinations_caught"):
-        value = "—" if s[key] in (None, "") else str(s[key])
+        value = "—" if getattr(s, key) in (None, "") else str(getattr(s, key))
         out.print(f"[bold]{key.replace('_', ' '):<22}[/] {safe(value)}", highlight=False)  # one line each: URLs stay whole
     if outcome.error:
         err.print(f"{outcome.status}: {shown(outcome.error)}", markup=False, highlight=False)
@@ -256,13 +265,15 @@ def run(config: ConfigOpt = None,
         try:
             # The lock is taken before the heavy imports: an overlapping cron run gives up in well under a second.
             with channel_lock(cfg, cfg.channel.name):
-                from .ledger import Ledger
+                from .reader import LedgerReader
                 from .runner import run_once
 
                 outcome = run_once(cfg, observer=_Progress(), lock_held=True, dry_run=dry_run)  # pre-flight next: no ledger on a config error
-                summary_ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
-                _print_summary(summary_ledger, outcome)
-                summary_ledger.close()
+                summary_reader = LedgerReader(cfg.ledger_url)  # what the run recorded, read-only
+                try:
+                    _print_summary(summary_reader, outcome)
+                finally:
+                    summary_reader.close()
                 global _fast_exit
                 _fast_exit = True
         except ChannelLocked as exc:
@@ -311,56 +322,55 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
 
     Exit 1 if a channel failed or is overdue.
     """
-    from .daemon import daemon_state, engine_status
-    from .daemon import status as channel_status
+    from .status import channel_status, daemon_state, engine_status
 
     with _clean_errors():
         cfg = _project_config(config)
         rows = channel_status(cfg)
         engine = engine_status(cfg) if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres") else None
         alive = daemon_state(cfg)
-    for r in rows:
-        r["daemon"] = alive
     if as_json:
-        sys.stdout.write(json.dumps({"channels": rows, "engine": engine} if engine else rows, indent=2, default=str) + "\n")
+        channels = [{**r.as_dict(), "daemon": alive.as_dict()} for r in rows]
+        data = {"channels": channels, "engine": engine.as_dict()} if engine is not None else channels
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     else:
         from .untrusted import for_rich
 
-        if engine:
-            parts = [f"engine {engine['engine']}"]
-            if "scheduler_leader" in engine:
-                parts.append(f"scheduler lead: {engine['scheduler_leader'] or 'none (no daemon running)'}")
-            if "workers" in engine:
-                parts.append(f"workers seen: {len(engine['workers'])}, queued ticks: {engine['queue_depth']}")
-            if "broker_error" in engine:
-                parts.append(f"broker unreachable: {engine['broker_error']}")
+        if engine is not None:
+            parts = [f"engine {engine.engine}"]
+            if engine.postgres:
+                parts.append(f"scheduler lead: {engine.scheduler_leader or 'none (no daemon running)'}")
+            if engine.workers is not None and engine.queue_depth is not None:
+                parts.append(f"workers seen: {len(engine.workers)}, queued ticks: {engine.queue_depth}")
+            if engine.broker_error is not None:
+                parts.append(f"broker unreachable: {engine.broker_error}")
             out.print(" · ".join(parts), highlight=False, markup=False)
-        state = (f"[green]running[/] (pid {alive['pid']})" if alive["running"]
-                 else f"not running on this host (no lock held on {for_rich(alive['lock'])})")
+        state = (f"[green]running[/] (pid {alive.pid})" if alive.running
+                 else f"not running on this host (no lock held on {for_rich(alive.lock)})")
         out.print(f"[bold]daemon[/] {state}", highlight=False)
         table = []
         for r in rows:
-            age = "—" if r["last_age_s"] is None else f"{r['last_age_s'] // 60} min"
-            health = "overdue" if r["overdue"] else "failed" if r["failed"] else "ok"
-            table.append([r["channel"], f"{r['cron']} {r['timezone']}", r["next_run"] or "—", r["last_run"] or "—",
-                          r["last_status"] or "—", age, str(r["publications_today"]), health])
+            age = "—" if r.last_age_s is None else f"{r.last_age_s // 60} min"
+            health = "overdue" if r.overdue else "failed" if r.failed else "ok"
+            table.append([r.channel, f"{r.cron} {r.timezone}", r.next_run or "—", r.last_run or "—",
+                          r.last_status or "—", age, str(r.publications_today), health])
         _print_table(["channel", "schedule", "next run", "last run", "status", "age", "published today", "health"], table)
         # One line each, URLs whole: what reconciliation completed today, and what still waits for it.
         for r in rows:
-            for rec in r["reconciled_today"]:
-                out.print(f"{r['channel']}: recovered publication {rec['publication_id']} of {rec['run_status']} run "
-                          f"{rec['run_id']} registered as {rec['registration_no']} by run {rec['reconciled_by']}: "
-                          f"{rec['url']}", markup=False, highlight=False)
-            for rec in r["awaiting_review"]:
-                state = "approved, not finished" if rec["status"] == "approved" else "awaiting review"
-                out.print(f"{r['channel']}: run {rec['run_id']} {state} since {rec['requested_at'][:16]}: "
-                          f"{for_display(rec['title'])} (pipeline review show {rec['run_id']})",
+            for rec in r.reconciled_today:
+                out.print(f"{r.channel}: recovered publication {rec.publication_id} of {rec.run_status} run "
+                          f"{rec.run_id} registered as {rec.registration_no} by run {rec.reconciled_by}: "
+                          f"{rec.url}", markup=False, highlight=False)
+            for rev in r.awaiting_review:
+                state = "approved, not finished" if rev.status == "approved" else "awaiting review"
+                out.print(f"{r.channel}: run {rev.run_id} {state} since {rev.requested_at[:16]}: "
+                          f"{for_display(rev.title)} (pipeline review show {rev.run_id})",
                           markup=False, highlight=False)
-            for rec in r["awaiting_registration"]:
-                out.print(f"{r['channel']}: publication {rec['publication_id']} of {rec['run_status']} run {rec['run_id']} "
-                          f"is verified but not registered yet (the next run registers it): {rec['url']}",
+            for pub in r.awaiting_registration:
+                out.print(f"{r.channel}: publication {pub.publication_id} of {pub.run_status} run {pub.run_id} "
+                          f"is verified but not registered yet (the next run registers it): {pub.url}",
                           markup=False, highlight=False)
-    raise typer.Exit(1 if any(r["overdue"] or r["failed"] for r in rows) else 0)
+    raise typer.Exit(1 if any(r.overdue or r.failed for r in rows) else 0)
 
 
 @app.command()
@@ -388,20 +398,24 @@ def report(config: ConfigOpt = None,
         path = sqlite_path(cfg.ledger_url)
         if path is not None and not path.exists():
             raise ConfigError(f"no ledger at {path}: nothing has run with this config yet")
-        from .ledger import Ledger
+        from .reader import LedgerReader
         from .reports import daily_summary, deliver, render_daily
 
-        ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+        reader = LedgerReader(cfg.ledger_url)
         tz = cfg.registration.timezone
         when = when or datetime.now(ZoneInfo(tz)).date()
-        summary = daily_summary(ledger, when, tz)
+        try:
+            summary = daily_summary(reader, when, tz)
+        finally:
+            reader.close()
         markdown = render_daily(summary)
-        summary["delivered_to"] = deliver(cfg, f"daily-{when.isoformat()}", markdown) if send else []
+        delivered_to = deliver(cfg, f"daily-{when.isoformat()}", markdown) if send else []
     if as_json:
-        sys.stdout.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps({**summary.as_dict(), "delivered_to": delivered_to}, indent=2, ensure_ascii=False)
+                         + "\n")
     else:
         sys.stdout.write(markdown)  # plain Markdown: URLs whole, pipe-friendly
-        for where in summary["delivered_to"]:
+        for where in delivered_to:
             err.print(f"sent to {where}", markup=False, highlight=False)
 
 
@@ -512,22 +526,24 @@ def ledger_diff(config: ConfigOpt = None,
         err.print(f"error: no run {run_id!r} in the ledger" if run_id else "error: the ledger holds no runs", markup=False)
         raise typer.Exit(2)
     if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(data.as_dict(), ensure_ascii=False, indent=2, default=str) + "\n")
     else:
         from .untrusted import for_rich
 
-        out.print(f"[bold]run[/] {data['run_id']}  status [bold]{data['status']}[/] (exit {data['exit_code']}), nudges {data['nudges']}"
-                  + (f", reason {data['reason']}" if data.get("reason") else ""), highlight=False)
+        out.print(f"[bold]run[/] {data.run_id}  status [bold]{data.status}[/] (exit {data.exit_code}), nudges {data.nudges}"
+                  + (f", reason {data.reason}" if data.reason else ""), highlight=False)
         # One line per item and no wrapping: URLs stay whole for grep and for cron mail.
         out.print("[bold]facts[/] — what the system did", highlight=False)
-        for f in data["facts"] or [{"capability": "(none)", "execution_id": "", "value": None}]:
-            value = "" if f["value"] is None else for_rich(f["value"])
-            out.print(f"  [green]✓[/] {f['capability']:<9} {value}", highlight=False)
+        for f in data.facts:
+            value = "" if f.value is None else for_rich(f.value)
+            out.print(f"  [green]✓[/] {f.capability:<9} {value}", highlight=False)
+        if not data.facts:
+            out.print(f"  [green]✓[/] {'(none)':<9} ", highlight=False)
         out.print("[bold]claims[/] — what the model said", highlight=False)
-        _print_claims(data["claims"])
-        n = len(data["hallucinations"])
+        _print_claims([c.as_dict() for c in data.claims])
+        n = len(data.hallucinations)
         out.print(f"[{'red' if n else 'green'}]{n} hallucination(s)[/]", highlight=False)
-    raise typer.Exit(1 if data["hallucinations"] else 0)
+    raise typer.Exit(1 if data.hallucinations else 0)
 
 
 @ledger_app.command("runs")
@@ -754,11 +770,11 @@ def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
                 show_all: Annotated[bool, typer.Option("--all", help="Decided reviews too.")] = False,
                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Articles waiting for a decision (and approved ones not finished yet), oldest first."""
-    from .review import pending
+    from .status import reviews
 
     with _clean_errors():
-        cfg, ledger = _ledger(config)
-        rows = pending(ledger, channel, all_states=show_all)
+        reader = _reader_if_any(config)
+        rows = reviews(reader, channel, all_states=show_all) if reader is not None else []
     if as_json:
         sys.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2, ensure_ascii=False) + "\n")
         raise typer.Exit(0)
@@ -773,11 +789,13 @@ def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
 def review_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
                 as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """One held article: title, score, preview, decision, and its text."""
-    from .review import show
+    from .status import review_of
 
     with _clean_errors():
-        _cfg, ledger = _ledger(config)
-        r = show(ledger, run_id)
+        reader = _reader_if_any(config)
+        r = review_of(reader, run_id) if reader is not None else None
+        if r is None:
+            raise ConfigError(f"no review for run {run_id!r} (pipeline review list shows them)")
     if as_json:
         sys.stdout.write(json.dumps(r.as_dict(), indent=2, ensure_ascii=False) + "\n")
         raise typer.Exit(0)

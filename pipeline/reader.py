@@ -1,4 +1,4 @@
-"""Read-only ledger access for the read commands (``ledger diff/show/runs``, ``stats``, ``claims check --run``).
+"""Read-only ledger access for the read commands (``ledger diff/show/runs``, ``stats``, ``status``, ``report``, ``claims check --run``).
 
 Plain DB-API instead of SQLAlchemy: importing SQLAlchemy and the SQLModel
 tables costs more than the half second a read command may take to start, and
@@ -9,6 +9,9 @@ through psycopg (the ``postgres`` extra). Writes stay in ``pipeline.ledger``.
 
 Rows come back as ``SimpleNamespace`` with the columns as attributes, the
 same names the SQLModel tables use, timestamps as UTC-aware datetimes.
+``EngineReader`` runs the same queries over an open ``Ledger``'s engine, so a
+read model (``pipeline.reports``, ``pipeline.status``) is written once, in SQL,
+for both a read command and a run in progress.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ def _utc(value: Any) -> Any:
     # The writer stores naive UTC (SQLAlchemy's DateTime on SQLite is a string without offset).
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    if isinstance(value, datetime) and value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+    if isinstance(value, datetime):
+        # PostgreSQL hands timestamptz back in the session's time zone: UTC, as the writer's models do.
+        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
     return value
 
 
@@ -52,7 +56,94 @@ def _row(data: dict[str, Any]) -> SimpleNamespace:
     return SimpleNamespace(**data)
 
 
-class LedgerReader:
+class _Reads:
+    """The Ledger's read methods, same names and shapes, over ``_execute``."""
+
+    is_sqlite: bool
+
+    def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple]]:
+        raise NotImplementedError
+
+    def rows(self, sql: str, **params: Any) -> list[SimpleNamespace]:
+        """Run a SELECT written with ``:name`` parameters."""
+        names, rows = self._execute(sql, params)
+        return [_row(dict(zip(names, r))) for r in rows]
+
+    def tuples(self, sql: str, **params: Any) -> list[tuple]:
+        """Raw result rows, unconverted (for bulk numbers)."""
+        return self._execute(sql, params)[1]
+
+    def scalar(self, sql: str, **params: Any) -> Any:
+        found = self._execute(sql, params)[1]
+        return found[0][0] if found else None
+
+    def time_param(self, t: datetime) -> Any:
+        """A UTC time as the writer stores it (SQLite: the text SQLAlchemy writes, so comparisons order right)."""
+        t = t.astimezone(timezone.utc).replace(tzinfo=None)
+        return t.strftime("%Y-%m-%d %H:%M:%S.%f") if self.is_sqlite else t
+
+    def get_run(self, run_id: str | None = None) -> SimpleNamespace | None:
+        if run_id:
+            found = self.rows("SELECT * FROM runs WHERE id = :id", id=run_id)
+        else:
+            found = self.rows("SELECT * FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
+        return found[0] if found else None
+
+    def runs(self, limit: int = 20) -> list[SimpleNamespace]:
+        return self.rows("SELECT * FROM runs ORDER BY started_at DESC, id DESC LIMIT :n", n=limit)
+
+    def turns(self, run_id: str) -> list[SimpleNamespace]:
+        return self.rows("SELECT * FROM turns WHERE run_id = :r ORDER BY seq", r=run_id)
+
+    def executions(self, run_id: str) -> list[SimpleNamespace]:
+        return self.rows("SELECT * FROM executions WHERE run_id = :r ORDER BY id", r=run_id)
+
+    def facts(self, run_id: str) -> list[Fact]:
+        return [fact_from_execution(ex.capability, ex.id, ex.result_json, ex.finished_at)
+                for ex in self.executions(run_id) if ex.ok]
+
+    def claims(self, run_id: str) -> list[SimpleNamespace]:
+        return self.rows("SELECT * FROM claims WHERE run_id = :r ORDER BY id", r=run_id)
+
+    def guard_events(self, run_id: str) -> list[SimpleNamespace]:
+        return self.rows("SELECT * FROM guard_events WHERE run_id = :r ORDER BY id", r=run_id)
+
+    def facts_by_run(self, run_ids: list[str]) -> dict[str, list[str]]:
+        """Capabilities that succeeded, per run, in one query."""
+        if not run_ids:
+            return {}
+        marks = ", ".join(f":r{i}" for i in range(len(run_ids)))
+        out: dict[str, list[str]] = {r: [] for r in run_ids}
+        for row in self.rows(f"SELECT DISTINCT run_id, capability FROM executions WHERE ok = :ok AND run_id IN ({marks})",
+                             ok=True, **{f"r{i}": r for i, r in enumerate(run_ids)}):
+            out[row.run_id].append(row.capability)
+        return {r: sorted(caps) for r, caps in out.items()}
+
+
+class EngineReader(_Reads):
+    """The reads over an open Ledger's SQLAlchemy engine (a run in progress, tests): same SQL, same rows."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.is_sqlite = engine.dialect.name == "sqlite"
+
+    def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple]]:
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            result = conn.execute(text(sql), params)
+            return list(result.keys()), [tuple(r) for r in result]
+
+    def close(self) -> None:
+        pass  # the engine belongs to its Ledger
+
+
+def reader_for(source: Any) -> _Reads:
+    """A reader for ``source``: a LedgerReader/EngineReader as it is, a Ledger through its engine."""
+    return source if isinstance(source, _Reads) else EngineReader(source.engine)
+
+
+class LedgerReader(_Reads):
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
@@ -116,58 +207,6 @@ class LedgerReader:
                 raise LedgerError(f"{self.url.split('@')[-1]}: not a pipeline ledger ({exc})") from None
             raise LedgerError(f"ledger read failed: {exc}") from None
 
-    def rows(self, sql: str, **params: Any) -> list[SimpleNamespace]:
-        """Run a SELECT written with ``:name`` parameters."""
-        names, rows = self._execute(sql, params)
-        return [_row(dict(zip(names, r))) for r in rows]
-
-    def tuples(self, sql: str, **params: Any) -> list[tuple]:
-        """Raw result rows, unconverted (for bulk numbers)."""
-        return self._execute(sql, params)[1]
-
-    def time_param(self, t: datetime) -> Any:
-        """A UTC time as the writer stores it (SQLite: the text SQLAlchemy writes, so comparisons order right)."""
-        t = t.astimezone(timezone.utc).replace(tzinfo=None)
-        return t.strftime("%Y-%m-%d %H:%M:%S.%f") if self.is_sqlite else t
-
     def close(self) -> None:
         self.conn.close()
 
-    # --- the Ledger's read methods, same names and shapes -------------------
-
-    def get_run(self, run_id: str | None = None) -> SimpleNamespace | None:
-        if run_id:
-            found = self.rows("SELECT * FROM runs WHERE id = :id", id=run_id)
-        else:
-            found = self.rows("SELECT * FROM runs ORDER BY started_at DESC, id DESC LIMIT 1")
-        return found[0] if found else None
-
-    def runs(self, limit: int = 20) -> list[SimpleNamespace]:
-        return self.rows("SELECT * FROM runs ORDER BY started_at DESC, id DESC LIMIT :n", n=limit)
-
-    def turns(self, run_id: str) -> list[SimpleNamespace]:
-        return self.rows("SELECT * FROM turns WHERE run_id = :r ORDER BY seq", r=run_id)
-
-    def executions(self, run_id: str) -> list[SimpleNamespace]:
-        return self.rows("SELECT * FROM executions WHERE run_id = :r ORDER BY id", r=run_id)
-
-    def facts(self, run_id: str) -> list[Fact]:
-        return [fact_from_execution(ex.capability, ex.id, ex.result_json, ex.finished_at)
-                for ex in self.executions(run_id) if ex.ok]
-
-    def claims(self, run_id: str) -> list[SimpleNamespace]:
-        return self.rows("SELECT * FROM claims WHERE run_id = :r ORDER BY id", r=run_id)
-
-    def guard_events(self, run_id: str) -> list[SimpleNamespace]:
-        return self.rows("SELECT * FROM guard_events WHERE run_id = :r ORDER BY id", r=run_id)
-
-    def facts_by_run(self, run_ids: list[str]) -> dict[str, list[str]]:
-        """Capabilities that succeeded, per run, in one query."""
-        if not run_ids:
-            return {}
-        marks = ", ".join(f":r{i}" for i in range(len(run_ids)))
-        out: dict[str, list[str]] = {r: [] for r in run_ids}
-        for row in self.rows(f"SELECT DISTINCT run_id, capability FROM executions WHERE ok = :ok AND run_id IN ({marks})",
-                             ok=True, **{f"r{i}": r for i, r in enumerate(run_ids)}):
-            out[row.run_id].append(row.capability)
-        return {r: sorted(caps) for r, caps in out.items()}

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import update
@@ -34,7 +33,8 @@ from sqlmodel import select
 from .config import Config
 from .errors import ConfigError, ExitCode, PipelineError
 from .ledger import Ledger
-from .models import Article, Publication, Registration, Report, Review, Run, utcnow
+from .models import Article, Registration, Report, Review, Run, utcnow
+from .status import ReviewView, review_of, reviews
 
 CALL_PREFIX = "review:"
 
@@ -75,54 +75,16 @@ def request(cfg: Config, ledger: Ledger, run_id: str, article: Article) -> Revie
     return row
 
 
-@dataclass
-class ReviewView:
-    run_id: str
-    channel: str
-    status: str
-    title: str
-    score: float | None
-    preview: str | None
-    requested_at: str
-    decided_by: str | None
-    decided_at: str | None
-    reason: str | None
-    completed: bool
-    url: str | None = None
-    body: str | None = None
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def _view(review: Review, run: Run, article: Article, url: str | None = None, body: bool = False) -> ReviewView:
-    return ReviewView(review.run_id, run.channel, review.status, article.title, article.score, review.preview,
-                      review.requested_at.isoformat(), review.decided_by,
-                      review.decided_at.isoformat() if review.decided_at else None, review.reason,
-                      review.completed_at is not None, url, article.body if body else None)
-
-
 def pending(ledger: Ledger, channel: str | None = None, *, all_states: bool = False) -> list[ReviewView]:
     """Reviews waiting for a decision (or approved and not finished), oldest first; every review with ``all_states``."""
-    query = (select(Review, Run, Article).join(Run, Run.id == Review.run_id)
-             .join(Article, Article.id == Review.article_id).order_by(Review.id))
-    if channel is not None:
-        query = query.where(Run.channel == channel)
-    with ledger.read() as s:
-        rows = s.exec(query).all()
-    return [_view(r, run, a) for r, run, a in rows
-            if all_states or r.status == "pending" or (r.status == "approved" and r.completed_at is None)]
+    return reviews(ledger, channel, all_states=all_states)
 
 
 def show(ledger: Ledger, run_id: str) -> ReviewView:
-    with ledger.read() as s:
-        review = s.exec(select(Review).where(Review.run_id == run_id)).first()
-        if review is None:
-            raise ConfigError(f"no review for run {run_id!r} (pipeline review list shows them)")
-        run, article = s.get(Run, review.run_id), s.get(Article, review.article_id)
-        pub = s.exec(select(Publication).where(Publication.run_id == run_id,
-                                               Publication.status == "verified")).first()
-    return _view(review, run, article, pub.url if pub else None, body=True)
+    found = review_of(ledger, run_id)
+    if found is None:
+        raise ConfigError(f"no review for run {run_id!r} (pipeline review list shows them)")
+    return found
 
 
 def reviewer(explicit: str | None) -> str:

@@ -298,7 +298,7 @@ def test_same_failing_call_ends_the_run_as_stuck_within_three_turns(harness):
     nudge = events[0].message
     assert "`publish` failed 2 times" in nudge and "call `publish` now" in nudge and f"article_id {humanized}" in nudge
     diff = run_diff(ledger, outcome.run_id)
-    assert diff["reason"] == "stuck" and ledger.get_run(outcome.run_id).error.startswith("stuck")
+    assert diff.reason == "stuck" and ledger.get_run(outcome.run_id).error.startswith("stuck")
 
 
 def test_targeted_nudge_gets_a_stuck_model_going(harness):

@@ -227,9 +227,9 @@ def _recorder():
 def test_reconciliation_registers_what_an_unfinished_run_published_exactly_once(tmp_path, worker, platform_for, ending):
     """Crashed (kill -9 after the platform call) or interrupted (SIGTERM after publish, before register): the post
     is live, the ledger row verified or pending, the register incomplete. The next run completes it, once."""
-    from pipeline import daemon
     from pipeline.reconcile import reconciliations
     from pipeline.reports import daily_summary, render_daily
+    from pipeline.status import channel_status
 
     server = platform_for("wordpress")
     rec = _recorder()
@@ -264,10 +264,10 @@ def test_reconciliation_registers_what_an_unfinished_run_published_exactly_once(
         assert fact.value == number and fact.result["reconciled_by"] == nxt.run_id
 
         # Status and the daily report show it.
-        [row] = daemon.status(dead.cfg)
-        assert [r["registration_no"] for r in row["reconciled_today"]] == [number] and row["awaiting_registration"] == []
+        [row] = channel_status(dead.cfg)
+        assert [r.registration_no for r in row.reconciled_today] == [number] and row.awaiting_registration == []
         summary = daily_summary(dead.ledger, utcnow().date(), "UTC")
-        assert [r["registration_no"] for r in summary["reconciled"]] == [number]
+        assert [r.registration_no for r in summary.reconciled] == [number]
         assert f"registered as {number} by run {nxt.run_id}" in render_daily(summary)
         assert len(reconciliations(dead.ledger)) == 1
     finally:
@@ -287,10 +287,10 @@ def test_reconciliation_killed_between_its_commit_and_its_alert_alerts_on_the_ne
         assert worker.publish(config, nxt.run_id, None, armed, call="reconcile")["exit"] == 137
         [(_, _, number)] = _registrations(dead)  # committed before the kill
         assert rec.hits == []  # the alert never went out
-        from pipeline import daemon
+        from pipeline.status import channel_status
 
-        [row] = daemon.status(dead.cfg)
-        assert row["reconciled_today"][0]["registration_no"] == number
+        [row] = channel_status(dead.cfg)
+        assert row.reconciled_today[0].registration_no == number
         after = new_context(config)
         assert worker.publish(config, after.run_id, None, secret_env("wordpress", server), call="reconcile")["result"] == []
         assert len(_registrations(dead)) == 1  # not registered twice
@@ -302,16 +302,16 @@ def test_reconciliation_killed_between_its_commit_and_its_alert_alerts_on_the_ne
 
 
 def test_awaiting_registration_is_shown_until_a_run_reconciles(tmp_path, platform_for):
-    from pipeline import daemon
     from pipeline.reports import daily_summary, render_daily
+    from pipeline.status import channel_status
 
     server = platform_for("wordpress")
     config = write_config(tmp_path, "wordpress", server)
     dead = new_context(config)
     result = publish.fn(dead, add_article(dead, "\nC.").id)
     dead.ledger.finish_run(dead.run_id, "crashed", None, "killed")
-    [row] = daemon.status(dead.cfg)
-    assert [r["url"] for r in row["awaiting_registration"]] == [result["url"]]
+    [row] = channel_status(dead.cfg)
+    assert [r.url for r in row.awaiting_registration] == [result["url"]]
     text = render_daily(daily_summary(dead.ledger, utcnow().date(), "UTC"))
     assert "## Awaiting registration" in text and result["url"] in text
 

@@ -22,6 +22,7 @@ from pipeline import config as config_mod
 from pipeline import daemon, shutdown
 from pipeline.ledger import Ledger
 from pipeline.locks import channel_lock
+from pipeline.status import channel_status
 
 
 class Recorder:
@@ -327,18 +328,18 @@ def test_chat_formats(fmt, shape):
 def test_status_reports_each_channel_and_fails_on_a_failed_run(harness, monkeypatch):
     outcome, _ = harness.run("honest")
     cfg = harness.config("honest")
-    [row] = daemon.status(cfg)
-    assert row["channel"] == "default" and row["last_status"] == "done" and row["publications_today"] == 1
-    assert row["next_run"] and not row["failed"]
+    [row] = channel_status(cfg)
+    assert row.channel == "default" and row.last_status == "done" and row.publications_today == 1
+    assert row.next_run and not row.failed
     harness.run("silent")
-    [row] = daemon.status(harness.config("silent"))
-    assert row["failed"] and row["last_status"] == "incomplete"
+    [row] = channel_status(harness.config("silent"))
+    assert row.failed and row.last_status == "incomplete"
 
 
 def test_status_overdue_when_a_tick_passed_without_a_run(tmp_path, fake_llm):
     path = write_config(tmp_path, fake_llm.api_base, "honest", '\n[daemon]\ncron = "*/5 * * * *"\noverdue_after_s = 60\n')
-    [row] = daemon.status(config_mod.load(path, environ={}))
-    assert row["overdue"] and row["last_run"] is None
+    [row] = channel_status(config_mod.load(path, environ={}))
+    assert row.overdue and row.last_run is None
     proc = subprocess.run([sys.executable, "-m", "pipeline", "status", "--json", "--config", str(path)],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1 and json.loads(proc.stdout)[0]["overdue"] is True

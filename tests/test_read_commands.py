@@ -247,3 +247,39 @@ def test_read_commands_do_not_import_sqlalchemy_or_litellm(harness):
         assert not imported & {"sqlalchemy", "sqlmodel", "litellm"}, args
         if args == ("--help",) or "--json" in args:
             assert "rich" not in imported, args
+
+
+def test_status_and_report_read_without_sqlalchemy(harness):
+    """status and report read through pipeline.reader, as the other read commands do: no SQLAlchemy, no litellm."""
+    harness.run("honest")
+    path = str(harness.dir / "config.toml")
+    for args in (("status", "--json"), ("status",), ("report", "--json"), ("report",)):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline", *args, "--config", path],
+                              capture_output=True, text=True, timeout=60)
+        imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time")}
+        assert "pipeline.cli" in imported and proc.returncode in (0, 1), proc.stderr[-500:]
+        assert not imported & {"sqlalchemy", "sqlmodel", "litellm", "httpx"}, args
+
+
+def test_read_models_are_frozen_dataclasses_in_step_with_reconciliation(harness):
+    import dataclasses
+
+    from pipeline import reconcile, reports
+    from pipeline.diff import run_diff
+    from pipeline.status import channel_status
+
+    # The read model repeats these two constants to stay free of SQLAlchemy; they must not drift.
+    assert tuple(reports.UNFINISHED) == tuple(reconcile.UNFINISHED)
+    assert reports.RECONCILE_CALL_PREFIX == reconcile.CALL_PREFIX
+    outcome, ledger = harness.run("honest")
+    for value in (reports.run_summary(ledger, outcome.run_id), run_diff(ledger, outcome.run_id),
+                  reports.daily_summary(ledger, outcome_day(ledger, outcome.run_id), "UTC"),
+                  channel_status(harness.config("honest"))[0]):
+        assert dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.run_id = "x"  # type: ignore[misc]
+        json.dumps(value.as_dict())
+
+
+def outcome_day(ledger, run_id):
+    return ledger.get_run(run_id).started_at.date()

@@ -18,8 +18,8 @@ def test_run_report_is_built_from_the_ledger_not_the_model(harness):
     outcome, ledger = harness.run("wrong_values")  # the model quotes a URL and number that do not exist
     summary = run_summary(ledger, outcome.run_id)
     facts = {f.capability: f.value for f in ledger.facts(outcome.run_id)}
-    assert summary["url"] == facts["publish"] and summary["registration_no"] == facts["register"]
-    assert "wrong-slug" not in json.dumps(summary) and summary["hallucinations_caught"] >= 2
+    assert summary.url == facts["publish"] and summary.registration_no == facts["register"]
+    assert "wrong-slug" not in json.dumps(summary.as_dict()) and summary.hallucinations_caught >= 2
     report_md = harness.dir / "var" / "reports" / f"run-{outcome.run_id}.md"
     assert report_md.exists() and facts["publish"] in report_md.read_text()
 
@@ -28,10 +28,10 @@ def test_daily_summary_counts_runs_publications_and_failures(harness):
     ok, ledger = harness.run("honest")
     bad, _ = harness.run("prose")
     summary = daily_summary(ledger, date.today(), "UTC")
-    assert summary["runs"] == 2 and summary["by_status"] == {"done": 1, "hallucination": 1}
-    assert len(summary["publications"]) == 1 and len(summary["registrations"]) == 1
-    assert [f["run_id"] for f in summary["failures"]] == [bad.run_id]
-    assert summary["hallucinations_caught"] >= 3
+    assert summary.runs == 2 and summary.by_status == {"done": 1, "hallucination": 1}
+    assert len(summary.publications) == 1 and len(summary.registrations) == 1
+    assert [f.run_id for f in summary.failures] == [bad.run_id]
+    assert summary.hallucinations_caught >= 3
     text = render_daily(summary)
     assert f"pipeline ledger diff --run {bad.run_id}" in text and "Publications: 1" in text
 

@@ -12,9 +12,9 @@ from conftest import KEY_ENV
 from sqlmodel import select
 
 from pipeline import review
-from pipeline.daemon import status as channel_status
 from pipeline.errors import ConfigError
 from pipeline.models import Execution, Publication, Registration, Report, Review, Run
+from pipeline.status import channel_status
 
 MANUAL = '[publish]\nreview = "manual"\npreview_dir = "preview"\n'
 REPO = Path(__file__).resolve().parent.parent
@@ -50,8 +50,8 @@ def test_manual_review_holds_the_run_with_a_preview_and_status_shows_it(harness)
     assert counts(ledger) == {"publications": 0, "verified": 0, "registrations": 0, "reports": 0}
     assert not harness.pages  # nothing on the site
     [row] = channel_status(cfg)
-    assert row["last_status"] == "awaiting_review" and not row["failed"]
-    assert [r["run_id"] for r in row["awaiting_review"]] == [outcome.run_id]
+    assert row.last_status == "awaiting_review" and not row.failed
+    assert [r.run_id for r in row.awaiting_review] == [outcome.run_id]
 
 
 def test_approve_publishes_registers_and_reports_once_with_the_approver_in_the_ledger(harness):

@@ -183,7 +183,7 @@ def _ticks_done(ledger: Ledger, n: int):
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_celery_workers_run_each_tick_exactly_once(tmp_path, fake_llm, pg_url, broker):
     from pipeline.celery_engine import make_app, send_tick
-    from pipeline.daemon import engine_status
+    from pipeline.status import engine_status
 
     path = _celery_config(tmp_path, fake_llm.api_base, pg_url, broker_url(broker))
     cfg = config_mod.load(path, environ={KEY_ENV: "x"})
@@ -197,7 +197,7 @@ def test_celery_workers_run_each_tick_exactly_once(tmp_path, fake_llm, pg_url, b
         _wait(lambda: _ticks_done(ledger, 3), 90, "three ticks done")
         time.sleep(1.5)  # give the duplicates time to be (not) run
         status = engine_status(cfg)
-        assert len(status["workers"]) == 1 and status["queue_depth"] == 0, status
+        assert len(status.workers) == 1 and status.queue_depth == 0, status
     finally:
         log = worker.stop()
     with ledger.read() as s:

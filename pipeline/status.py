@@ -1,0 +1,280 @@
+"""``pipeline status``: the read model of each channel, the daemon on this host and the engine.
+
+Beside ``pipeline.reports``, not in ``pipeline.daemon``: looking at the state needs
+neither the scheduler nor SQLAlchemy. The ledger is read with plain SQL through
+``pipeline.reader`` (SQLite read-only, or PostgreSQL), so ``pipeline status``
+starts fast and never creates or migrates a ledger. Results are frozen
+dataclasses; ``as_dict()`` is the ``--json`` shape.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .reports import (
+    Recovered,
+    Unregistered,
+    reconciled_registrations,
+    unregistered_publications,
+)
+
+# A last run in one of these states is a decision or work in progress, not a failure.
+NOT_FAILED = ("done", "running", "awaiting_review", "rejected", "dry_run")
+
+
+@dataclass(frozen=True)
+class PendingReview:
+    """A held article waiting for an editor (or approved and not finished)."""
+
+    run_id: str
+    title: str
+    status: str
+    preview: str | None
+    requested_at: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "title": self.title, "status": self.status, "preview": self.preview,
+                "requested_at": self.requested_at}
+
+
+@dataclass(frozen=True)
+class ChannelStatus:
+    """Per channel: next fire, last run and its age, publications today, overdue or failed."""
+
+    channel: str
+    cron: str
+    timezone: str
+    next_run: str | None
+    last_run: str | None
+    last_status: str | None
+    last_exit_code: int | None
+    last_age_s: int | None
+    publications_today: int
+    overdue: bool
+    failed: bool
+    reconciled_today: list[Recovered]
+    awaiting_registration: list[Unregistered]
+    awaiting_review: list[PendingReview]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "channel": self.channel, "cron": self.cron, "timezone": self.timezone, "next_run": self.next_run,
+            "last_run": self.last_run, "last_status": self.last_status, "last_exit_code": self.last_exit_code,
+            "last_age_s": self.last_age_s, "publications_today": self.publications_today, "overdue": self.overdue,
+            "failed": self.failed,
+            "reconciled_today": [r.as_dict(channel=False) for r in self.reconciled_today],
+            "awaiting_registration": [r.as_dict(channel=False) for r in self.awaiting_registration],
+            "awaiting_review": [r.as_dict() for r in self.awaiting_review],
+        }
+
+
+@dataclass(frozen=True)
+class DaemonState:
+    """Whether a daemon serves this config's state dir on this host (it holds ``daemon.lock`` while it lives)."""
+
+    running: bool
+    pid: int | None
+    lock: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"running": self.running, "pid": self.pid, "lock": self.lock}
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """Who schedules and who runs: the leading daemon (PostgreSQL), Celery workers seen and queue depth."""
+
+    engine: str
+    postgres: bool = False  # the scheduler's lead is known only with a PostgreSQL ledger
+    scheduler_leader: str | None = None
+    workers: list[str] | None = None  # None: not asked (no Celery), or the broker did not answer
+    queue_depth: int | None = None
+    broker_error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"engine": self.engine}
+        if self.postgres:
+            info["scheduler_leader"] = self.scheduler_leader
+        if self.workers is not None:
+            info["workers"] = self.workers
+        if self.queue_depth is not None:
+            info["queue_depth"] = self.queue_depth
+        if self.broker_error is not None:
+            info["broker_error"] = self.broker_error
+        return info
+
+
+@dataclass(frozen=True)
+class ReviewView:
+    """One review as ``pipeline review list/show`` print it."""
+
+    run_id: str
+    channel: str
+    status: str
+    title: str
+    score: float | None
+    preview: str | None
+    requested_at: str
+    decided_by: str | None
+    decided_at: str | None
+    reason: str | None
+    completed: bool
+    url: str | None = None
+    body: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+_REVIEWS = ("SELECT v.run_id, r.channel, v.status, a.title, a.score, v.preview, v.requested_at, v.decided_by, "
+            "v.decided_at, v.reason, v.completed_at, a.body FROM reviews v JOIN runs r ON r.id = v.run_id "
+            "JOIN articles a ON a.id = v.article_id")
+
+
+def _review_view(row: Any, url: str | None = None, body: bool = False) -> ReviewView:
+    return ReviewView(row.run_id, row.channel, row.status, row.title, row.score, row.preview, row.requested_at.isoformat(),
+                      row.decided_by, row.decided_at.isoformat() if row.decided_at else None, row.reason,
+                      row.completed_at is not None, url, row.body if body else None)
+
+
+def reviews(ledger: Any, channel: str | None = None, *, all_states: bool = False) -> list[ReviewView]:
+    """Reviews waiting for a decision (or approved and not finished), oldest first; every review with ``all_states``.
+    ``ledger``: a Ledger or a LedgerReader."""
+    from .reader import reader_for
+
+    db = reader_for(ledger)
+    rows = (db.rows(f"{_REVIEWS} WHERE r.channel = :c ORDER BY v.id", c=channel) if channel is not None
+            else db.rows(f"{_REVIEWS} ORDER BY v.id"))
+    return [_review_view(r) for r in rows
+            if all_states or r.status == "pending" or (r.status == "approved" and r.completed_at is None)]
+
+
+def review_of(ledger: Any, run_id: str) -> ReviewView | None:
+    """The review of one run, with its text and the URL it was published at; None if it has none."""
+    from .reader import reader_for
+
+    db = reader_for(ledger)
+    found = db.rows(f"{_REVIEWS} WHERE v.run_id = :r", r=run_id)
+    if not found:
+        return None
+    url = db.scalar("SELECT url FROM publications WHERE run_id = :r AND status = 'verified' ORDER BY id LIMIT 1", r=run_id)
+    return _review_view(found[0], url, body=True)
+
+
+def _pending_reviews(db: Any, channel: str) -> list[PendingReview]:
+    return [PendingReview(r.run_id, r.title, r.status, r.preview, r.requested_at) for r in reviews(db, channel)]
+
+
+def channel_status(cfg: Any, now: datetime | None = None, ledger: Any = None) -> list[ChannelStatus]:
+    """Every channel of ``cfg``. ``ledger``: a Ledger or reader to use; by default the config's ledger is
+    opened read-only (a missing SQLite file means nothing has run: no ledger is created)."""
+    from zoneinfo import ZoneInfo
+
+    from .reader import LedgerReader, reader_for, sqlite_path
+    from .scheduling import make_trigger, next_fire, previous_fire
+
+    now = now or datetime.now(timezone.utc)
+    db, opened = None, False
+    if ledger is not None:
+        db = reader_for(ledger)
+    else:
+        path = sqlite_path(cfg.ledger_url)
+        if path is None or path.exists():
+            db, opened = LedgerReader(cfg.ledger_url), True
+    try:
+        return [_channel(cfg, name, db, now, make_trigger, next_fire, previous_fire, ZoneInfo)
+                for name in cfg.channel_names()]
+    finally:
+        if opened:
+            db.close()
+
+
+def _channel(cfg, name, db, now, make_trigger, next_fire, previous_fire, ZoneInfo) -> ChannelStatus:
+    chan = cfg.for_channel(name).channel
+    trigger = make_trigger(chan.cron, chan.timezone)
+    tz = ZoneInfo(chan.timezone)
+    day_start = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
+    last, published, awaiting, reconciled, reviews = None, 0, [], [], []
+    if db is not None:
+        found = db.rows("SELECT id, status, exit_code, started_at FROM runs WHERE channel = :c "
+                        "ORDER BY started_at DESC, id DESC LIMIT 1", c=name)
+        last = found[0] if found else None
+        published = int(db.scalar("SELECT count(*) FROM publications p JOIN runs r ON r.id = p.run_id "
+                                  "WHERE r.channel = :c AND p.status = 'verified' AND p.verified_at >= :d",
+                                  c=name, d=db.time_param(day_start)) or 0)
+        # Publications a crashed/interrupted run left unregistered, and those reconciliation registered today.
+        awaiting = unregistered_publications(db, name)
+        reconciled = reconciled_registrations(db, name, since=day_start)
+        reviews = _pending_reviews(db, name)
+    started = last.started_at if last else None
+    prev = previous_fire(trigger, now - timedelta(seconds=cfg.daemon.overdue_after_s))
+    overdue = prev is not None and (started is None or started < prev - timedelta(seconds=60))
+    nf = next_fire(trigger, now)
+    return ChannelStatus(
+        channel=name, cron=chan.cron, timezone=chan.timezone,
+        next_run=nf.isoformat() if nf else None,
+        last_run=last.id if last else None, last_status=last.status if last else None,
+        last_exit_code=last.exit_code if last else None,
+        last_age_s=round((now - started).total_seconds()) if started else None,
+        publications_today=published, overdue=overdue,
+        # Waiting for an editor, a rejection and a dry run are decisions, not failures.
+        failed=last is not None and last.status not in NOT_FAILED,
+        reconciled_today=reconciled, awaiting_registration=awaiting, awaiting_review=reviews,
+    )
+
+
+def daemon_state(cfg: Any) -> DaemonState:
+    """Is a daemon serving this config's state dir on this host? It holds ``daemon.lock`` while it lives.
+
+    (With a PostgreSQL ledger the lead is an advisory lock on the server; this sees this host only.)
+    """
+    import fcntl
+
+    path = cfg.state_dir / "daemon.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return DaemonState(False, None, str(path))  # never started here
+    try:
+        try:
+            # A shared lock is refused while the daemon holds its exclusive one; taken, it is dropped at once.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return DaemonState(True, int(pid) if pid.isdigit() else None, str(path))
+    finally:
+        os.close(fd)
+    return DaemonState(False, None, str(path))
+
+
+def engine_status(cfg: Any) -> EngineStatus:
+    """The leading daemon (PostgreSQL ledger) and, with Celery, the workers seen and the queue depth."""
+    leader, postgres = None, cfg.ledger_url.startswith("postgres")
+    if postgres:
+        import psycopg
+
+        from .locks import advisory_key, pg_conninfo
+
+        key = advisory_key("scheduler")
+        with psycopg.connect(pg_conninfo(cfg.ledger_url), autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
+                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+        leader = None if row is None else f"{row[0]} from {row[1] or 'local socket'}"
+    if cfg.engine.kind != "celery":
+        return EngineStatus(cfg.engine.kind, postgres, leader)
+    from .celery_engine import make_app, queue_depth, workers_seen
+
+    app = make_app(cfg)
+    workers = None
+    try:
+        workers = workers_seen(app)
+        depth = queue_depth(app, cfg.engine.queue)
+    except Exception as exc:  # the broker is down: say so, don't fail status
+        return EngineStatus(cfg.engine.kind, postgres, leader, workers, broker_error=f"{type(exc).__name__}: {exc}")
+    return EngineStatus(cfg.engine.kind, postgres, leader, workers, depth)
