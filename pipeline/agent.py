@@ -26,10 +26,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from . import deadline, shutdown
+from . import deadline, registry, shutdown
 from .config import AgentConfig
 from .errors import (
     AgentHallucinationError,
@@ -40,6 +41,7 @@ from .errors import (
 from .events import Nudge, RunObserver
 from .guard import Guard, Review
 from .locks import lost_lock
+from .messages import ToolCall
 from .states import GuardAction, GuardKind
 from .tools import RunContext, Toolbox
 
@@ -170,20 +172,17 @@ class AgentLoop:
 
     def _constrained_turn(self, messages: list[dict[str, Any]]):
         """One turn asked as a JSON-schema constrained decision; the answer comes back as tool calls."""
-        from .local.constrained import (
+        from .constrained import (
             constrained_response_format,
             decision_messages,
             parse_constrained,
         )
-        from .messages import ToolCall
 
         tools = self.toolbox.schemas()
         reply = self.ctx.llm.complete(decision_messages(messages, tools),
                                       response_format=constrained_response_format(tools, wrap=True))
         content, calls = parse_constrained(reply.text)
-        reply.text = content
-        reply.tool_calls = [ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in calls]
-        return reply
+        return replace(reply, text=content, tool_calls=[ToolCall.from_openai(c) for c in calls])
 
     def _naive_end(self, review: Review, turn) -> Review:
         """Guard off: stop at the first turn without tool calls, judge by the ledger alone."""
@@ -204,10 +203,10 @@ class AgentLoop:
 def _failure(tool: str, result) -> tuple[tuple[str, str], str] | None:
     """``((tool, error pattern), error)`` when a call did not move the run forward, else None.
 
-    Digits are blanked so "no article 5" and "no article 6" are the same mistake. A humanize
-    that ran but stayed below the threshold did not move the run forward either.
+    Digits are blanked so "no article 5" and "no article 6" are the same mistake. A call that
+    ran but did not finish its step (a humanize below the threshold) did not move the run forward either.
     """
-    if result.ok and result.payload.get("passed") is not False:
+    if result.ok and all(c.finished(result.payload) for c in registry.capabilities() if c.name == tool):
         return None
     error = result.payload.get("error") or f"scored {result.payload.get('score')}, below the threshold {result.payload.get('threshold')}"
     return (tool, re.sub(r"\d+(\.\d+)?", "#", str(error))), str(error)

@@ -16,6 +16,14 @@ class ToolCall:
     name: str
     arguments: str  # raw JSON text, exactly as the model sent it
 
+    @classmethod
+    def from_openai(cls, call: dict[str, Any]) -> ToolCall:
+        """From an OpenAI-style ``{"id", "function": {"name", "arguments"}}``."""
+        return cls(call["id"], call["function"]["name"], call["function"]["arguments"])
+
+    def as_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
 
 @dataclass
 class Reply:
@@ -32,10 +40,7 @@ class Reply:
     def as_message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": self.text or None}
         if self.tool_calls:
-            msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in self.tool_calls
-            ]
+            msg["tool_calls"] = [c.as_openai() for c in self.tool_calls]
         return msg
 
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from pipeline.local.constrained import (
+from pipeline.constrained import (
     constrained_response_format,
     constrained_tools_schema,
     decision_messages,

@@ -6,7 +6,7 @@ too. llama.cpp runs in-process through ``xllamacpp.Server``, loaded once per
 process on first use (it also opens an HTTP listener: 127.0.0.1, a port the OS
 picks, a random API key; nothing here uses it).
 
-    local/qwen2.5-coder-1.5b       tools are turned into one JSON schema (see ``constrained``)
+    local/qwen2.5-coder-1.5b       tools are turned into one JSON schema (see ``pipeline.constrained``)
                                    and the reply back into ``tool_calls``: reliable tool use
     local-raw/qwen2.5-coder-1.5b   tools go to the chat template unconstrained: the model
                                    mostly answers in prose, the failure the guard exists for
@@ -27,13 +27,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from . import assets
-from .constrained import (
+from ..constrained import (
     constrained_response_format,
     decision_messages,
     parse_constrained,
 )
+from ..errors import ConfigError
+from . import assets
 
 MODEL = "qwen2.5-coder-1.5b"
 PROVIDERS = {"local": True, "local-raw": False}  # provider -> constrained

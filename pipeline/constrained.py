@@ -4,9 +4,9 @@ Small models asked through the OpenAI ``tools`` route mostly answer in prose
 (Qwen2.5-Coder-1.5B: 0 parsed calls). Forced by a JSON schema to emit either
 one call of an offered tool or a final answer, and told which tools have not
 run yet, the same model makes the right call at each step. This module is that
-translation and nothing else, so it works with any provider that honours
-``response_format`` json_schema (the local model here; later, any provider as a
-guard escalation):
+translation and nothing else, provider-neutral: the embedded local model always
+speaks it (``pipeline.local.provider``), and the agent loop escalates any provider
+that honours ``response_format`` json_schema to it:
 
     tools    -> one schema: anyOf {"tool": const NAME, "arguments": <its parameters>} … | {"final_answer": str}
     history  -> assistant tool calls and tool results rewritten as that same JSON, so
