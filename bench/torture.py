@@ -178,8 +178,8 @@ def serve() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from pipeline import config as config_mod
     from pipeline import shutdown
+    from pipeline.http import tls as _tls
     from pipeline.llm import _load_litellm
-    from pipeline.publishers.remote import _tls
     from pipeline.runner import run_once, toolbox
 
     _load_litellm()

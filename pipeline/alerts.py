@@ -20,10 +20,9 @@ from typing import Any
 
 import httpx
 
-from . import deadline
+from . import deadline, http
 from .config import AlertsConfig
 from .redact import shown
-from .verify import shared_client
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ def chat_payload(fmt: str, text: str) -> dict[str, Any]:
 def post_chat(url: str, fmt: str, text: str, timeout_s: float = 5.0) -> bool:
     try:
         # Bounded in total, and not cut short by a stop request: the alert about an interrupted run must go out.
-        resp = deadline.http(shared_client().post, url, json=chat_payload(fmt, text), timeout=timeout_s,
+        resp = deadline.http(http.shared().post, url, json=chat_payload(fmt, text), timeout=timeout_s,
                              total_s=timeout_s, interruptible=False)
         resp.raise_for_status()
         return True
@@ -82,7 +81,7 @@ class Alerter:
         # run id); the POST body is kept as the ping's log, up to 100 kB.
         params = {"rid": str(ping_rid(run_id))} if run_id else None
         try:
-            deadline.http(shared_client().post, f"{self.cfg.ping_url.rstrip('/')}/{suffix}", params=params,
+            deadline.http(http.shared().post, f"{self.cfg.ping_url.rstrip('/')}/{suffix}", params=params,
                           content=body.encode("utf-8")[:10_000], timeout=self.cfg.timeout_s,
                           total_s=self.cfg.timeout_s, interruptible=False)
         except httpx.HTTPError as exc:

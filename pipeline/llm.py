@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import time
 from typing import Any
 
@@ -31,6 +30,7 @@ from . import deadline
 from .config import LLMConfig
 from .errors import ConfigError, DeadlineExceeded, ProviderUnavailableError
 from .messages import Reply, ToolCall
+from .retry import Backoff
 from .tracing import traced_chat
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,8 @@ class ChatModel:
         if seed is not None and is_local(self.cfg.model):
             kwargs["seed"] = seed
 
-        attempts = self.cfg.max_retries + 1
+        backoff = Backoff(self.cfg.max_retries, self.cfg.backoff_s, cap_s=float("inf"), jitter=True)
+        attempts = backoff.attempts
         for attempt in range(1, attempts + 1):
             started = time.perf_counter()
             left = deadline.remaining()
@@ -164,12 +165,8 @@ class ChatModel:
                     raise ProviderUnavailableError(
                         f"LLM provider for {self.cfg.model} unavailable after {attempts} attempts: {_short(exc)}"
                     ) from None
-                delay = self.cfg.backoff_s * (2 ** (attempt - 1)) * (0.5 + random.random())
-                log.warning("LLM call failed (%s), retry %d/%d in %.1fs", _short(exc), attempt, attempts - 1, delay)
-                if self._sleep is time.sleep:
-                    deadline.sleep(delay)  # a stop request or a deadline ends the pause
-                else:
-                    self._sleep(delay)
+                log.warning("LLM call failed (%s), retry %d/%d", _short(exc), attempt, attempts - 1)
+                backoff.pause(attempt, None if self._sleep is time.sleep else self._sleep)
                 continue
             return _to_reply(resp, (time.perf_counter() - started) * 1000)
         raise AssertionError("unreachable")

@@ -31,7 +31,7 @@ import platforms  # noqa: E402
 
 import pipeline.prompts  # noqa: E402,F401
 from capabilities.publish import publish  # noqa: E402
-from pipeline.publishers.remote import _tls  # noqa: E402
+from pipeline.http import tls as _tls  # noqa: E402
 
 _tls()  # load the CA bundle once, before forking, instead of once per child
 

@@ -28,11 +28,9 @@ keeps calling ``publish`` against a dead host retries until ``max_turns``.
 
 from __future__ import annotations
 
-import functools
 import html
 import logging
 import re
-import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,9 +38,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .. import deadline
+from .. import deadline, http
 from ..content import to_html
 from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
+from ..retry import Backoff
 from . import LookupUnsupported, Published, PublishOutcomeUnknown, same_content
 
 log = logging.getLogger(__name__)
@@ -302,7 +301,7 @@ class RemotePublisher:
         request.headers.update(headers or {})
         request.headers.update(self._auth_headers(method, str(request.url), request.content))
         def send() -> httpx.Response:
-            with httpx.Client(timeout=timeout, follow_redirects=False, verify=_tls()) as client:
+            with http.client(timeout) as client:
                 resp = client.send(request)
                 resp.read()
                 return resp
@@ -362,10 +361,10 @@ class RemotePublisher:
             raise CapabilityError(f"{self.name}: {what} answered {resp.status_code} without JSON") from None
 
     def _pause(self, attempt: int, failure: Failure | None) -> None:
-        delay = min(self.backoff_s * 2 ** (attempt - 1), MAX_PAUSE_S)
+        backoff = Backoff(self.retries, self.backoff_s, cap_s=MAX_PAUSE_S)
         if failure is not None:
-            log.warning("%s: %s; retrying in %.2fs (%d/%d)", self.name, failure.detail, delay, attempt, self.retries)
-        deadline.sleep(delay)
+            log.warning("%s: %s; retrying in %.2fs (%d/%d)", self.name, failure.detail, backoff.delay(attempt), attempt, self.retries)
+        backoff.pause(attempt)
 
     def _message(self, resp: httpx.Response) -> str:
         """The platform's own error message, short and scrubbed, for the model or the operator."""
@@ -395,12 +394,6 @@ def html_text(markup: str) -> str:
             markup = m.group(1)
             break
     return html.unescape(re.sub(r"<[^>]+>", " ", markup))
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """One TLS context per process: loading the CA bundle costs ~40 ms, every client would pay it."""
-    return httpx.create_ssl_context()
 
 
 def _error_text(data: Any) -> str:

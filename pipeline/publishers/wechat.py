@@ -63,12 +63,14 @@ from urllib.parse import urlsplit
 import httpx
 from sqlmodel import select
 
+from .. import http
 from ..config import Config
 from ..content import to_html
 from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
 from ..models import Article, PlatformToken, Publication, aware, utcnow
+from ..retry import Backoff
 from . import Published, PublishOutcomeUnknown
-from .remote import AttemptBudget, _tls, secret_from_env, setting_url
+from .remote import AttemptBudget, secret_from_env, setting_url
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +320,7 @@ class WeChatPublisher:
             self.budget.requests += 1
         url = f"{self.api_base}/cgi-bin/{path}"
         try:
-            with httpx.Client(timeout=self.timeout_s, follow_redirects=False, verify=_tls()) as client:
+            with http.client(self.timeout_s) as client:
                 if files is not None:
                     resp = client.post(url, params=params, files=files)
                 else:
@@ -366,7 +368,7 @@ class WeChatPublisher:
         detail = ""
         for attempt in range(self.retries + 1):
             if attempt:
-                self._sleep(min(self.backoff_s * 2 ** (attempt - 1), 10.0))
+                Backoff(self.retries, self.backoff_s).pause(attempt, None if self._sleep is time.sleep else self._sleep)
             try:
                 data = send()
             except NotSent as exc:
