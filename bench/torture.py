@@ -83,12 +83,16 @@ class Target:
         return ""
 
     def posts(self, directory: Path) -> list[tuple[str | None, str]]:
-        import re
-
+        # Each page's key is in the site's own record of it (.pipeline/posts/<slug>.json), which is what
+        # LocalSitePublisher.find reads after a crash; a page without a readable record has no key.
         out = []
         for page in sorted((directory / "site" / "posts").glob("*.html")):
-            key = re.search(r'name="pipeline-idempotency-key" content="([0-9a-f]+)"', page.read_text(encoding="utf-8"))
-            out.append((key.group(1) if key else None, f"http://127.0.0.1:9/posts/{page.name}"))
+            record = directory / "site" / ".pipeline" / "posts" / f"{page.stem}.json"
+            try:
+                key = json.loads(record.read_text(encoding="utf-8")).get("key")
+            except (OSError, ValueError):
+                key = None
+            out.append((key, f"http://127.0.0.1:9/posts/{page.name}"))
         return out
 
     def stop(self) -> None:

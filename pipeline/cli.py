@@ -296,6 +296,10 @@ def daemon(config: ConfigOpt = None, verbose: Annotated[bool, typer.Option("--ve
         except ChannelLocked as exc:
             sys.stderr.write(f"{exc}\n")
             raise typer.Exit(int(exc.exit_code)) from None
+    # Stopped: exit without the interpreter's teardown, during which signal handlers are already
+    # reset, so that a second SIGTERM still ends in exit 130 (and teardown costs seconds).
+    global _fast_exit
+    _fast_exit = True
     raise typer.Exit(code)
 
 
