@@ -30,7 +30,7 @@ from pipeline.errors import PublicationFailed
 from pipeline.models import Publication
 
 from platforms import add_article, new_context, write_config
-from test_crash import Worker
+from support import CrashWorker
 from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
 # Even, so that half the kills are resumed in-run and half by recovery.
@@ -38,10 +38,12 @@ ITERATIONS = 2 * max(1, int(os.environ.get("PIPELINE_WECHAT_CRASH_ITERATIONS", "
 TRANSITIONS = ["wechat_after_cover", "wechat_after_draft", "wechat_after_submit", "wechat_after_published",
                "wechat_after_failed"]
 
+pytestmark = pytest.mark.slow  # each publish runs in a forked worker process
+
 
 @pytest.fixture(scope="module")
 def worker():
-    w = Worker()
+    w = CrashWorker()
     yield w
     w.close()
 

@@ -29,7 +29,7 @@ from pipeline.models import Article, Publication, Registration, Run
 from pipeline.publishers import PublishOutcomeUnknown
 from pipeline.publishers.wordpress import read_markers
 
-from conftest import KEY_ENV, REPO, write_config as llm_config
+from support import KEY_ENV, REPO, write_config as llm_config
 from platforms import SECRET_ENV, new_context
 
 pytestmark = pytest.mark.wordpress
