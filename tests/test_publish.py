@@ -20,7 +20,7 @@ from pipeline.prompts import Prompts
 from pipeline.scoring import score
 from pipeline.tools import RunContext
 
-from fakellm import HUMANIZED
+from scenarios import HUMANIZED
 
 # The guard and publishing read and write the ledger: run them on both backends.
 LEDGER_BACKENDS = ("sqlite", "postgresql")
