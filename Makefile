@@ -1,5 +1,6 @@
 # Two commands on a fresh machine:  make run   (the pipeline on the shipped config)
 #                                   make test  (the test suite)
+# While working:                    make test-fast  (the in-process tier: no subprocess, litellm or service; < 30 s)
 # Each builds .venv from requirements.lock (hash-pinned) the first time.
 
 PYTHON ?= python3
@@ -7,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-packages bench lock clean migration
+.PHONY: run test test-fast test-packages bench lock clean migration
 
 # Debian packages of the real-WordPress test tier (tests/realwp.py; it uses the MariaDB on 127.0.0.1:3306,
 # see PIPELINE_TEST_MYSQL, or starts its own when mariadb-server is installed). Installed by `make test` when running as root and missing;
@@ -29,6 +30,10 @@ run: $(STAMP)
 
 test: $(STAMP) test-packages
 	$(BIN)/python -m pytest
+
+# The fast tier: no CLI or daemon subprocess, no litellm, no service, no real platform (markers in pyproject.toml).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not litellm and not services and not local and not wordpress"
 
 test-packages:
 	@if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then \

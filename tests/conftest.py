@@ -1,34 +1,33 @@
-"""Shared fixtures: a scripted OpenAI-compatible server on 127.0.0.1 and configs that point at it.
+"""Shared fixtures: the model (in-process scripted, or the HTTP fake through litellm), ledgers, harnesses.
 
-The LLM is faked at the HTTP boundary, so every test that runs the agent
-goes through real litellm, a real socket and the real ledger.
+``harness`` runs scenarios on the in-process scripted model: no litellm, no
+socket for the model, the real ledger. ``http_harness`` runs the same scenarios
+through real litellm against the scripted OpenAI-compatible server on
+127.0.0.1 (``fakellm``), for the end-to-end tier. Helpers shared by test
+modules live in ``support.py`` (on sys.path via pytest's ``pythonpath``).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fakellm import FakeLLM  # noqa: E402
-from services import postgres_database  # noqa: E402
-
-from pipeline import config as config_mod  # noqa: E402
-from pipeline.ledger import Ledger  # noqa: E402
-from pipeline.runner import RunOutcome, run_once  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-KEY_ENV = "PIPELINE_TEST_LLM_KEY"
+from fakellm import FakeLLM
+from services import postgres_database
+from support import Harness
 
 # No test may reach the internet, and litellm must not try to fetch its price list.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(proxy, None)
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+# Fixtures that need a service (PostgreSQL, a broker): a test using one is marked ``services``.
+SERVICE_FIXTURES = {"pg_url"}
+# Fixtures whose model runs through litellm over HTTP: a test using one is marked ``litellm`` (the end-to-end tier).
+LITELLM_FIXTURES = {"fake_llm", "http_harness", "slow_llm"}
 
 
 @pytest.fixture(scope="session")
@@ -38,55 +37,6 @@ def fake_llm():
     fake.stop()
 
 
-def write_config(directory: Path, api_base: str, scenario: str, extra: str = "",
-                 ledger_url: str = "sqlite:///ledger.db") -> Path:
-    path = directory / "config.toml"
-    path.write_text(f"""
-[llm]
-model = "openai/{scenario}"
-api_base = "{api_base}"
-api_key_env = "{KEY_ENV}"
-max_retries = 3
-backoff_s = 0.01
-timeout_s = 10
-
-[ledger]
-url = "{ledger_url}"
-
-[topic]
-backlog = "{REPO / 'topics.txt'}"
-
-[publish.local]
-dir = "site"
-base_url = "http://127.0.0.1:8765"
-{extra}
-""", encoding="utf-8")
-    return path
-
-
-class Harness:
-    """Runs scenarios in-process against the fake server, each test in its own directory."""
-
-    def __init__(self, tmp_path: Path, fake: FakeLLM, monkeypatch) -> None:
-        self.dir = tmp_path
-        self.fake = fake
-        monkeypatch.setenv(KEY_ENV, "sk-test-not-a-real-key")
-        self.env = {KEY_ENV: "sk-test-not-a-real-key"}
-
-    def config(self, scenario: str, extra: str = "", **env: str) -> config_mod.Config:
-        path = write_config(self.dir, self.fake.api_base, scenario, extra)
-        return config_mod.load(path, environ={**self.env, **env})
-
-    def run(self, scenario: str, extra: str = "", **env: str) -> tuple[RunOutcome, Ledger]:
-        cfg = self.config(scenario, extra, **env)
-        ledger = Ledger(cfg.ledger_url)
-        return run_once(cfg, ledger=ledger), ledger
-
-    @property
-    def pages(self) -> list[Path]:
-        return sorted((self.dir / "site" / "posts").glob("*.html"))
-
-
 @pytest.fixture
 def pg_url():
     """A fresh PostgreSQL database (skipped with one line when no server is reachable)."""
@@ -94,7 +44,7 @@ def pg_url():
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def ledger_url(request, tmp_path):
     """The ledger URL on each backend the ledger supports."""
     if request.param == "sqlite":
@@ -108,7 +58,38 @@ def pytest_generate_tests(metafunc):
     # A test module that sets LEDGER_BACKENDS = ("sqlite", "postgresql") runs each harness test on each.
     backends = getattr(metafunc.module, "LEDGER_BACKENDS", None)
     if backends and "ledger_backend" in metafunc.fixturenames:
-        metafunc.parametrize("ledger_backend", backends, indirect=True)
+        metafunc.parametrize("ledger_backend", [
+            pytest.param(b, marks=pytest.mark.services) if b != "sqlite" else b for b in backends], indirect=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SERVICE_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.services)
+        if LITELLM_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.litellm)
+
+
+# A test with one of these marks is outside the fast tier (make test-fast).
+NOT_FAST = ("slow", "litellm", "services", "local", "wordpress")
+
+
+@pytest.fixture(autouse=True)
+def _python_subprocesses_are_slow(request, monkeypatch):
+    """A fast-tier test may not start a Python process (the CLI, a daemon, a worker: seconds of imports each):
+    one that does fails here and says to mark it ``slow``."""
+    if any(request.node.get_closest_marker(m) for m in NOT_FAST):
+        return
+    real = subprocess.Popen.__init__
+
+    def init(self, args, *a, **k):
+        argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        if argv and os.fspath(argv[0]) == sys.executable:
+            raise AssertionError(f"{request.node.nodeid} starts a Python subprocess: mark it @pytest.mark.slow")
+        real(self, args, *a, **k)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", init)
 
 
 @pytest.fixture
@@ -116,12 +97,23 @@ def ledger_backend(request) -> str:
     return getattr(request, "param", "sqlite")
 
 
-@pytest.fixture
-def harness(tmp_path, fake_llm, monkeypatch, ledger_backend):
-    h = Harness(tmp_path, fake_llm, monkeypatch)
+def _harness(tmp_path, monkeypatch, ledger_backend, fake):
+    h = Harness(tmp_path, monkeypatch, fake)
     if ledger_backend == "postgresql":
         with postgres_database() as url:
             h.env["PIPELINE_LEDGER__URL"] = url
             yield h
     else:
         yield h
+
+
+@pytest.fixture
+def harness(tmp_path, monkeypatch, ledger_backend):
+    """Scenarios on the in-process scripted model."""
+    yield from _harness(tmp_path, monkeypatch, ledger_backend, None)
+
+
+@pytest.fixture
+def http_harness(tmp_path, fake_llm, monkeypatch, ledger_backend):
+    """Scenarios through litellm, over HTTP, against the session's fake server."""
+    yield from _harness(tmp_path, monkeypatch, ledger_backend, fake_llm)

@@ -1,228 +1,35 @@
-"""A scripted OpenAI-compatible chat server on 127.0.0.1, for tests and benchmarks.
+"""A scripted OpenAI-compatible chat server on 127.0.0.1, for end-to-end tests through litellm and benchmarks.
 
-The model name picks the behaviour (``openai/honest``, ``openai/prose`` …), so
+The model name picks the scenario (``openai/honest``, ``openai/prose`` …), so
 one server plays every scenario and litellm is exercised for real, over HTTP.
-Agent turns (requests that offer ``tools``) follow the scenario; requests
-without tools are the capabilities' own writing calls (draft, humanize) and
-get a fixed article back.
-
-Scenarios:
-    honest            calls topic → draft → humanize → publish → register → report, then reports true values
-    prose             the incident: no tool calls ever, only a fabricated success report (Chinese)
-    prose_en          the same in English
-    claim_publish     no tool calls, one claim only: "文章已发布。"
-    recover           prose first; after the first nudge behaves honestly
-    partial           runs topic/draft/humanize, then claims publish and register without calling them
-    wrong_values      runs everything, then quotes a URL and number the ledger never recorded, every time
-    fix_values        wrong values first, the true ones after a nudge
-    silent            runs topic and draft, then stops with "OK." and no claims
-    text_call         writes the tool call as a ```json block, every time
-    text_call_recover writes the call as text once, then uses real tool calls
-    flaky             the first ``FLAKY_FAILURES`` requests get 503, then honest
-    down              every request gets 503
-    unknown_tool      first calls a tool that does not exist, then honest
-    malformed         first sends arguments that are not JSON, then honest
-    bad_schema        first sends publish arguments of the wrong type, then honest
-    double            honest, but calls publish and register twice each
-    negation          honest, and the final text also contains negated and future statements
-    prose_until_schema  prose in every free turn; honest once a turn is JSON-schema constrained
-                        (the guard's escalation), answering {"call": {"tool": …, "arguments": …}}
-    stuck             after humanize, calls publish with the draft's article_id (an error) every time
-    stuck_recover     the same, until the guard's targeted nudge; then honest
-    lowscore          honest, but every rewrite it writes for humanize is stock-phrase boilerplate
-                      that scores below the threshold, so publish keeps failing
-    text_placeholder  first writes publish as text with a placeholder ("article_id": <article_id>),
-                      then follows the step the nudge names (honest)
+The scenarios themselves live in ``scenarios.py`` and are shared with the
+in-process ``scenarios.scripted(...)`` model; this module adds what only HTTP
+has: status codes (``down``, ``flaky``), latency (``delay_s``) and the request
+bodies as litellm sent them (``requests``).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-ORDER = ["topic", "draft", "humanize", "publish", "register", "report"]
-FLAKY_FAILURES = 2
-
-INCIDENT_TEXT = ("文章已生成，拟人化评分 82 分，已发布至平台，链接 https://domain/item/fake-id，"
-                 "已登记到台账，登记号 CT-20260922-001。")
-INCIDENT_TEXT_EN = ("The article has been generated with a humanize score of 82. It was published at "
-                    "https://127.0.0.1:8765/posts/fake-id.html and registered as CT-20260922-001.")
-
-DRAFT = """# Why our nightly builds got faster
-
-We cut the nightly build from forty minutes to nine. Most of it was boring work.
-The cache was keyed on the wrong file, so every job started cold. Fixing the key took an afternoon.
-Then we looked at the tests. A third of them waited on a sleep that nobody remembered adding.
-We removed the sleeps, and the flaky failures went with them. Short answer: measure first, then delete things.
-"""
-
-HUMANIZED = """# Why our nightly builds got faster
-
-Forty minutes. That was our nightly build a year ago, and now it takes nine.
-Most of the savings came from dull, unglamorous fixes rather than clever tricks.
-The cache, for instance, was keyed on a lockfile we regenerated every run, so each job started cold and re-downloaded half the internet.
-Fixing that key took one afternoon.
-Next came the tests: about a third of them waited on a two-second sleep nobody remembered adding, probably a workaround for a race long since fixed.
-We deleted the sleeps. The flaky failures vanished with them, which surprised everyone except the person who had added them.
-My advice is short: measure before you optimise, and expect the biggest wins to be deletions.
-"""
-
-
-LOWSCORE = """# Why our nightly builds got faster
-
-Furthermore, it is worth noting that the build is robust. Moreover, the build is robust and the build is fast.
-Additionally, it is important to note that the build is robust. Furthermore, the build is fast and the build is robust.
-Moreover, it is worth noting that the tests are robust. Additionally, the tests are robust and the tests are fast.
-In conclusion, the build is robust and the build is fast. In summary, the tests are robust and the tests are fast.
-"""
-
-
-def _tool_results(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """(tool name, parsed result) for each tool message, in order."""
-    names: dict[str, str] = {}
-    out = []
-    for m in messages:
-        for tc in m.get("tool_calls") or []:
-            names[tc["id"]] = tc["function"]["name"]
-        if m.get("role") == "tool":
-            try:
-                payload = json.loads(m.get("content") or "{}")
-            except ValueError:
-                payload = {}
-            out.append((names.get(m.get("tool_call_id"), "?"), payload))
-    return out
-
-
-def _succeeded(messages) -> dict[str, dict[str, Any]]:
-    done: dict[str, dict[str, Any]] = {}
-    for name, payload in _tool_results(messages):
-        if payload.get("ok"):
-            done[name] = payload
-    return done
-
-
-def _nudged(messages) -> int:
-    return sum(1 for m in messages if m.get("role") == "user" and "ledger" in (m.get("content") or "").lower()
-               or m.get("role") == "user" and "台账" in (m.get("content") or ""))
-
-
-def _args(step: str, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "topic": {},
-        "draft": {"topic_id": done.get("topic", {}).get("topic_id")},
-        "humanize": {"article_id": done.get("draft", {}).get("article_id")},
-        "publish": {"article_id": done.get("humanize", {}).get("article_id")},
-        "register": {"publication_id": done.get("publish", {}).get("publication_id")},
-        "report": {},
-    }[step]
-
-
-def _call(step: str, args: Any, n: int) -> dict[str, Any]:
-    arguments = args if isinstance(args, str) else json.dumps(args)
-    return {"tool_calls": [{"id": f"call_{step}_{n}", "type": "function", "function": {"name": step, "arguments": arguments}}]}
-
-
-def _final(done) -> str:
-    return (f"Done. The article was published at {done['publish']['url']} and registered as "
-            f"{done['register']['registration_no']}; humanize score {round(done['humanize']['score'])}.")
-
-
-def honest(messages, n: int) -> dict[str, Any]:
-    done = _succeeded(messages)
-    for step in ORDER:
-        if step not in done:
-            return _call(step, _args(step, done), n)
-    return {"content": _final(done)}
-
-
-_RESULT = re.compile(r"Result of (\w+): (\{.*\})", re.S)
-
-
-def decision_turn(scenario: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """A JSON-schema constrained turn: the history arrives as "Result of NAME: {…}" lines."""
-    done: dict[str, dict[str, Any]] = {}
-    for m in messages:
-        if m.get("role") != "user":
-            continue
-        for chunk in (m.get("content") or "").split("\n\n"):
-            match = _RESULT.match(chunk.strip())
-            if match:
-                payload = json.loads(match.group(2))
-                if payload.get("ok"):
-                    done[match.group(1)] = payload
-    for step in ORDER:
-        if step not in done:
-            return {"content": json.dumps({"call": {"tool": step, "arguments": _args(step, done)}})}
-    return {"content": json.dumps({"call": {"final_answer": _final(done)}})}
-
-
-def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[str, Any]:
-    done = _succeeded(messages)
-    results = _tool_results(messages)
-    nudged = _nudged(messages)
-    if scenario in ("honest", "flaky"):
-        return honest(messages, n)
-    if scenario in ("prose", "prose_until_schema"):
-        return {"content": INCIDENT_TEXT}
-    if scenario == "claim_publish":
-        return {"content": "文章已发布。"}
-    if scenario == "prose_en":
-        return {"content": INCIDENT_TEXT_EN}
-    if scenario == "recover":
-        return honest(messages, n) if nudged else {"content": INCIDENT_TEXT}
-    if scenario == "partial":
-        if "humanize" not in done:
-            return honest(messages, n)
-        return {"content": f"拟人化评分 {round(done['humanize']['score'])} 分，已发布至平台，链接 https://127.0.0.1:8765/posts/made-up.html，已登记到台账，登记号 CT-20260922-007。"}
-    if scenario in ("wrong_values", "fix_values"):
-        if "report" not in done:
-            return honest(messages, n)
-        if scenario == "fix_values" and nudged:
-            return {"content": _final(done)}
-        return {"content": "Done. Published at https://127.0.0.1:8765/posts/wrong-slug.html, registration number CT-19990101-999."}
-    if scenario == "silent":
-        return honest(messages, n) if "draft" not in done else {"content": "OK."}
-    if scenario == "text_call" or (scenario == "text_call_recover" and not nudged):
-        step = next((s for s in ORDER if s not in done), "report")
-        return {"content": f"```json\n{json.dumps({'name': step, 'arguments': _args(step, done)})}\n```"}
-    if scenario == "text_call_recover":
-        return honest(messages, n)
-    if scenario == "unknown_tool":
-        return _call("deploy_site", {}, n) if not results else honest(messages, n)
-    if scenario == "malformed":
-        return _call("topic", "{not json", n) if not results else honest(messages, n)
-    if scenario == "bad_schema":
-        tried = any(name == "publish" for name, _ in results)
-        if "humanize" in done and not tried:
-            return _call("publish", {"article_id": "the humanized one"}, n)
-        return honest(messages, n)
-    if scenario == "double":
-        calls = [name for name, _ in results]
-        if "publish" in done and calls.count("publish") < 2:
-            return _call("publish", _args("publish", done), n)
-        if "register" in done and calls.count("register") < 2:
-            return _call("register", _args("register", done), n)
-        return honest(messages, n)
-    if scenario in ("stuck", "stuck_recover"):
-        if "humanize" not in done or (scenario == "stuck_recover" and nudged):
-            return honest(messages, n)
-        return _call("publish", {"article_id": done["draft"]["article_id"]}, n)
-    if scenario == "lowscore":
-        return honest(messages, n)
-    if scenario == "text_placeholder":
-        if nudged:
-            return honest(messages, n)
-        return {"content": '```json\n{"name": "publish", "arguments": {"article_id": <article_id>}}\n```'}
-    if scenario == "negation":
-        reply = honest(messages, n)
-        if "content" in reply:
-            reply["content"] += " I did not send the report by email. The next article will be published tomorrow. 尚未推送到微信。"
-        return reply
-    raise ValueError(f"unknown scenario {scenario!r}")
+from scenarios import (  # noqa: F401
+    DRAFT,
+    FLAKY_FAILURES,
+    HUMANIZED,
+    INCIDENT_TEXT,
+    INCIDENT_TEXT_EN,
+    LOWSCORE,
+    ORDER,
+    agent_turn,
+    decision_turn,
+    honest,
+    respond,
+    served_model,
+)
 
 
 class FakeLLM:
@@ -286,25 +93,13 @@ class FakeLLM:
                 if scenario == "down" or (scenario == "flaky" and seen - fake.marks.get(scenario, 0) <= FLAKY_FAILURES):
                     return self._send(503, {"error": {"message": "upstream overloaded", "type": "server_error"}})
                 messages = req.get("messages", [])
-                fmt = (req.get("response_format") or {}).get("json_schema", {})
-                if fmt.get("name") == "tool_decision":
-                    msg = decision_turn(scenario, messages)
-                elif req.get("tools"):
-                    msg = agent_turn(scenario, messages, n)
-                elif req.get("response_format"):  # topic brainstorming, JSON-schema constrained
-                    msg = {"content": json.dumps({"candidates": [
-                        {"title": f"Brainstormed topic {n}", "angle": "an angle"},
-                        {"title": f"Another idea {n}", "angle": "another angle"}]})}
-                else:
-                    system = next((m["content"] for m in messages if m["role"] == "system"), "")
-                    rewrite = LOWSCORE if scenario == "lowscore" else HUMANIZED
-                    msg = {"content": rewrite if "editor" in system.lower() else DRAFT}
+                msg = respond(scenario, messages, req.get("tools"), req.get("response_format"), n)
                 message = {"role": "assistant", "content": msg.get("content")}
                 if msg.get("tool_calls"):
                     message["tool_calls"] = msg["tool_calls"]
                 self._send(200, {
                     "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
-                    "model": f"fake-{scenario}-v1",
+                    "model": served_model(scenario),
                     "choices": [{"index": 0, "message": message,
                                  "finish_reason": "tool_calls" if msg.get("tool_calls") else "stop"}],
                     "usage": {"prompt_tokens": 10 * len(messages), "completion_tokens": 20, "total_tokens": 10 * len(messages) + 20},

@@ -1,19 +1,21 @@
 """The incident's eight cases, then the cases the incident did not think of.
 
-Every run here is real: litellm talks HTTP to the scripted server on
-127.0.0.1, capabilities write the ledger and the local site, and the verdict
-comes from the ledger.
+Every run here is real but the model: capabilities write the ledger and the
+local site, and the verdict comes from the ledger. ``harness`` plays the
+scenario on the in-process scripted model; ``http_harness`` plays it through
+litellm over HTTP against the scripted server on 127.0.0.1 (the end-to-end
+tier: retries, the provider's model map, what goes over the wire).
 """
 
 from __future__ import annotations
 
 import pytest
+from scenarios import scripted
 from sqlmodel import select
 
 from pipeline.agent import AgentLoop
 from pipeline.errors import AgentHallucinationError, AgentIncompleteError
 from pipeline.guard import Guard
-from pipeline.llm import ChatModel
 from pipeline.models import Execution, Publication, Registration
 from pipeline.prompts import Prompts
 from pipeline.registry import capabilities, claim_rules
@@ -74,7 +76,7 @@ def test_5_exceeding_the_nudge_bound_raises(harness):
     ledger = Ledger(cfg.ledger_url)
     run = ledger.start_run(cfg.llm.model)
     toolbox = Toolbox(capabilities())
-    ctx = RunContext(run.id, cfg, ledger, ChatModel(cfg.llm), Prompts())
+    ctx = RunContext(run.id, cfg, ledger, scripted("prose", cfg.llm), Prompts())
     guard = Guard(ledger, claim_rules(cfg), cfg.agent.done_when, Prompts(), "en", toolbox.names)
     with pytest.raises(AgentHallucinationError) as info:
         AgentLoop(ctx, toolbox, guard, cfg.agent).run()
@@ -187,20 +189,20 @@ def test_arguments_failing_the_schema(harness):
     assert name == "publish" and "article_id" in error and "schema" in error
 
 
-def test_provider_5xx_then_success(harness):
-    harness.fake.mark("flaky")  # each backend's run starts with the failures
-    before = harness.fake.count("flaky")
-    outcome, _ = harness.run("flaky")
+def test_provider_5xx_then_success(http_harness):
+    http_harness.fake.mark("flaky")  # each backend's run starts with the failures
+    before = http_harness.fake.count("flaky")
+    outcome, _ = http_harness.run("flaky")
     assert outcome.exit_code == 0
     # 2 failures retried, then 7 agent turns + the draft and humanize writing calls.
-    assert harness.fake.count("flaky") - before == 2 + 9
+    assert http_harness.fake.count("flaky") - before == 2 + 9
 
 
-def test_provider_down_is_exit_5_after_bounded_retries(harness):
-    before = harness.fake.count("down")
-    outcome, ledger = harness.run("down")
+def test_provider_down_is_exit_5_after_bounded_retries(http_harness):
+    before = http_harness.fake.count("down")
+    outcome, ledger = http_harness.run("down")
     assert (outcome.status, outcome.exit_code) == ("provider_unavailable", 5)
-    assert harness.fake.count("down") - before == 4  # 1 + max_retries, no hidden SDK retries
+    assert http_harness.fake.count("down") - before == 4  # 1 + max_retries, no hidden SDK retries
     assert ledger.get_run(outcome.run_id).status == "provider_unavailable"
 
 
@@ -235,16 +237,16 @@ def test_nudges_in_chinese(harness):
     assert "下一步：现在通过 tool_call 调用 `topic`" in message  # the next step, not the missing facts
 
 
-def test_model_turns_are_recorded_with_served_model_tokens_and_latency(harness):
-    outcome, ledger = harness.run("honest")
+def test_model_turns_are_recorded_with_served_model_tokens_and_latency(http_harness):
+    outcome, ledger = http_harness.run("honest")
     assistant = [t for t in ledger.turns(outcome.run_id) if t.role == "assistant"]
     assert assistant and all(t.served_model == "fake-honest-v1" for t in assistant)
     assert all(t.prompt_tokens and t.completion_tokens and t.latency_ms > 0 for t in assistant)
     assert assistant[0].tool_calls_json and '"topic"' in assistant[0].tool_calls_json
 
 
-def test_api_key_never_reaches_the_ledger(harness):
-    outcome, ledger = harness.run("honest")
+def test_api_key_never_reaches_the_ledger(http_harness):
+    outcome, ledger = http_harness.run("honest")
     from pipeline.migrations import LEDGER_TABLES
 
     with ledger.engine.connect() as conn:  # every row of every table, on either backend
@@ -257,21 +259,21 @@ def test_incomplete_error_carries_the_missing_facts():
     assert err.missing == {"publish"} and err.exit_code == 4
 
 
-def test_escalation_to_schema_constrained_calls_after_a_nudge(harness):
+def test_escalation_to_schema_constrained_calls_after_a_nudge(http_harness):
     # A model that writes prose under tool_choice=auto but follows a JSON schema: after the first
     # nudge the guard constrains its turns, and the run completes with real, recorded calls.
-    outcome, ledger = harness.run("prose_until_schema", PIPELINE_LLM__JSON_SCHEMA="true")
+    outcome, ledger = http_harness.run("prose_until_schema", PIPELINE_LLM__JSON_SCHEMA="true")
     assert (outcome.status, outcome.exit_code) == ("done", 0)
     assert len(nudges(ledger, outcome.run_id)) == 1
     assert len(publications(ledger)) == 1
-    constrained = [r for r in harness.fake.requests if (r.get("response_format") or {}).get("json_schema", {}).get("name") == "tool_decision"]
+    constrained = [r for r in http_harness.fake.requests if (r.get("response_format") or {}).get("json_schema", {}).get("name") == "tool_decision"]
     assert constrained and "tools" not in constrained[0]
 
 
-def test_no_escalation_when_switched_off_or_unsupported(harness):
-    outcome, _ = harness.run("prose_until_schema", PIPELINE_LLM__JSON_SCHEMA="true", PIPELINE_AGENT__CONSTRAINED_TOOLS="off")
+def test_no_escalation_when_switched_off_or_unsupported(http_harness):
+    outcome, _ = http_harness.run("prose_until_schema", PIPELINE_LLM__JSON_SCHEMA="true", PIPELINE_AGENT__CONSTRAINED_TOOLS="off")
     assert outcome.exit_code == 3
-    outcome, _ = harness.run("prose_until_schema")  # litellm does not know this model supports json_schema
+    outcome, _ = http_harness.run("prose_until_schema")  # litellm does not know this model supports json_schema
     assert outcome.exit_code == 3
 
 
@@ -317,7 +319,6 @@ def test_stuck_bound_is_configurable(harness):
 def test_humanize_retries_are_told_what_the_scorer_measured(harness):
     import json
 
-    before = len(harness.fake.requests)
     outcome, ledger = harness.run("lowscore")
     # publish keeps failing below the threshold: stuck, and the nudge says to humanize the draft again
     assert outcome.error.startswith("stuck: `publish`")
@@ -330,12 +331,11 @@ def test_humanize_retries_are_told_what_the_scorer_measured(harness):
     assert [a["attempt"] for a in result["attempts"]] == [1, 2] and all(a["score"] < 60 for a in result["attempts"])
     assert result["passed"] is False and f"article_id {draft_id}" in result["next"]
     # The retry quotes the stock phrases found and samples differently.
-    rewrites = [r for r in harness.fake.requests[before:]
-                if r.get("model") == "lowscore" and not r.get("tools") and "editor" in r["messages"][0]["content"]]
+    rewrites = [r for r in harness.requests if r.kind == "writing" and "editor" in r.messages[0]["content"]]
     first, second = rewrites[0], rewrites[1]
-    assert "scorer measured" not in first["messages"][1]["content"]
-    assert '"it is worth noting"' in second["messages"][1]["content"] and "sentence lengths" in second["messages"][1]["content"]
-    assert second["temperature"] > first["temperature"]
+    assert "scorer measured" not in first.messages[1]["content"]
+    assert '"it is worth noting"' in second.messages[1]["content"] and "sentence lengths" in second.messages[1]["content"]
+    assert second.temperature > first.temperature
 
 
 def test_nudge_after_a_placeholder_text_call_names_the_first_missing_step(harness):

@@ -22,7 +22,7 @@ def test_defaults_without_a_file(tmp_path, monkeypatch):
 
 
 def test_shipped_config_is_valid():
-    from conftest import REPO
+    from support import REPO
 
     cfg = config.load(REPO / "config.toml", environ={})
     assert cfg.publish.target == "local" and cfg.registration.prefix == "CT"

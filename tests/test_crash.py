@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from platforms import add_article, make_platform, new_context, secret_env, write_config
 from sqlmodel import select
+from support import CrashWorker, Recorder
 
 from capabilities.publish import publish
 from pipeline.models import Publication, Run, utcnow
@@ -32,34 +31,15 @@ from pipeline.publishing import RECOVERED
 from pipeline.publishing import idempotency_key as _key
 from pipeline.recovery import recover_pending
 
-TESTS = Path(__file__).resolve().parent
+pytestmark = pytest.mark.slow  # each publish runs in a forked worker process
+
 ITERATIONS = max(20, int(os.environ.get("PIPELINE_CRASH_ITERATIONS", "20")))
 FAULT = {"PIPELINE_FAULT": "crash_after_platform_call"}
 
 
-class Worker:
-    """The fork server (tests/crash_worker.py): one fresh child process per publish."""
-
-    def __init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "PIPELINE_FAULT"}
-        self.proc = subprocess.Popen([sys.executable, str(TESTS / "crash_worker.py")], cwd=TESTS.parent, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert json.loads(self.proc.stdout.readline()) == {"ready": True}
-
-    def publish(self, config: Path, run_id: str, article_id: int | None, env: dict[str, str], call: str = "publish") -> dict:
-        request = {"config": str(config), "run_id": run_id, "article_id": article_id, "env": env, "call": call}
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def worker():
-    w = Worker()
+    w = CrashWorker()
     yield w
     w.close()
 
@@ -218,8 +198,6 @@ def _registrations(ctx) -> list[tuple[int, str, str]]:
 
 
 def _recorder():
-    from test_daemon import Recorder
-
     return Recorder()
 
 

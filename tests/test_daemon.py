@@ -8,48 +8,19 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import KEY_ENV, write_config
 from fakellm import FakeLLM
+from support import KEY_ENV, Recorder, write_config
 
 from pipeline import config as config_mod
 from pipeline import daemon, shutdown
 from pipeline.ledger import Ledger
 from pipeline.locks import channel_lock
 from pipeline.status import channel_status
-
-
-class Recorder:
-    """Captures webhook posts and health pings on 127.0.0.1."""
-
-    def __init__(self) -> None:
-        self.hits: list[tuple[str, dict | None]] = []
-        rec = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    rec.hits.append((self.path, json.loads(body) if body else None))
-                except ValueError:  # a health ping's body is text
-                    rec.hits.append((self.path, body.decode()))
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"OK")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import KEY_ENV, REPO
+from scenarios import scripted
 from stuck import StuckServer, closed_port
+from support import KEY_ENV, OFFLINE_API_BASE, REPO
 
 from pipeline import config as config_mod
 from pipeline.content import normalize_title
@@ -112,6 +113,7 @@ def test_untrusted_log_lines_and_alerts_are_inert(caplog):
     assert not any(ch in record.getMessage() for ch in RAW_CONTROLS)
 
 
+@pytest.mark.slow  # seconds: all pairs of a large title set
 def test_repeat_index_gives_the_all_pairs_verdicts():
     """The indexed check must be the same check, only faster (issue 14, item 9)."""
     from capabilities.topic import Repeats, is_repeat
@@ -272,13 +274,13 @@ def _forget_secrets():
     redact.clear()
 
 
-def test_run_once_in_process_survives_markup_in_every_title(tmp_path, fake_llm, monkeypatch):
+def test_run_once_in_process_survives_markup_in_every_title(tmp_path, monkeypatch):
     """The in-process path (the daemon) with titles that are long, HTML and path-like."""
     monkeypatch.setenv(KEY_ENV, "sk-test-not-a-real-key")
     backlog = tmp_path / "backlog.txt"
     backlog.write_text("[/]" * 40_000 + "\n", encoding="utf-8")
-    cfg = config_mod.load(config_text(tmp_path, fake_llm.api_base, "honest", backlog))
-    outcome = run_once(cfg, observer=RunObserver())
+    cfg = config_mod.load(config_text(tmp_path, OFFLINE_API_BASE, "honest", backlog))
+    outcome = run_once(cfg, observer=RunObserver(), llm=scripted("honest", cfg.llm))
     assert outcome.exit_code == 0, outcome.error
     con = sqlite3.connect(tmp_path / "ledger.db")
     [(title,)] = con.execute("SELECT title FROM topics").fetchall()

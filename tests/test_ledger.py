@@ -63,6 +63,7 @@ def test_turns_are_deferred_to_the_next_write_but_never_lost(any_ledger):
     assert [t.seq for t in Ledger(ledger.url).turns(run.id)] == [1, 2, 3]
 
 
+@pytest.mark.slow  # a second process holds the lock
 def test_writes_take_the_write_lock_at_begin(ledger, tmp_path):
     """BEGIN IMMEDIATE: a second writer waits for the busy timeout, then fails loudly — never a silent lost write."""
     holder = subprocess.Popen([sys.executable, "-c", f"""

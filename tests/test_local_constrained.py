@@ -129,6 +129,7 @@ def test_prose_turns_and_nudges_are_kept_in_protocol():
     assert out[3]["content"].startswith("Nothing ran.") and "Progress:" in out[3]["content"]
 
 
+@pytest.mark.litellm  # imports litellm
 def test_register_local_provider_is_idempotent_and_lazy():
     import litellm
 

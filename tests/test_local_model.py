@@ -94,9 +94,10 @@ def test_plain_completion_honours_max_tokens(litellm_local):
 
 
 def _shipped_config(tmp_path, **env):
-    from conftest import REPO
+    from support import REPO
 
     from pipeline import config as config_mod
+
 
     return config_mod.load(REPO / "config.toml", environ={
         "PIPELINE_LEDGER__URL": f"sqlite:///{tmp_path}/ledger.db", "PIPELINE_PUBLISH_LOCAL__DIR": str(tmp_path / "site"),

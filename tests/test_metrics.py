@@ -12,8 +12,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
-from conftest import KEY_ENV
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support import KEY_ENV
 
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:
@@ -32,6 +33,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # a daemon subprocess
 def test_daemon_metrics_count_a_nudge_and_a_caught_hallucination(harness):
     port = free_port()
     extra = f'\n[daemon]\nstate_dir = "state"\ncron = "0 0 1 1 *"\n\n[metrics]\nlisten = "127.0.0.1:{port}"\n'

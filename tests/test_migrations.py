@@ -146,6 +146,7 @@ def test_a_ledger_newer_than_the_program_is_refused_and_not_written(tmp_path):
     assert sqlite3.connect(path).execute("SELECT id FROM runs").fetchall() == [(run.id,)]
 
 
+@pytest.mark.slow  # subprocesses
 def test_the_cli_refuses_a_newer_ledger_with_one_line_and_exit_2(tmp_path):
     (tmp_path / "config.toml").write_text('[ledger]\nurl = "sqlite:///ledger.db"\n[llm]\nmodel = "openai/x"\napi_key_env = ""\n')
     Ledger(f"sqlite:///{tmp_path}/ledger.db").close()
@@ -155,6 +156,7 @@ def test_the_cli_refuses_a_newer_ledger_with_one_line_and_exit_2(tmp_path):
     assert proc.stderr.count("\n") == 1 and "newer than this program" in proc.stderr
 
 
+@pytest.mark.slow  # subprocesses
 def test_processes_opening_an_old_ledger_at_once_migrate_it_once(tmp_path):
     path = tmp_path / "ledger.db"
     shutil.copy(FIXTURE, path)
@@ -170,6 +172,7 @@ def test_processes_opening_an_old_ledger_at_once_migrate_it_once(tmp_path):
     assert sqlite3.connect(path).execute("SELECT version_num FROM alembic_version").fetchall() == [(migrations.HEAD,)]
 
 
+@pytest.mark.slow  # subprocesses
 def test_cli_migrate_sql_prints_the_sql_and_changes_nothing(tmp_path):
     shutil.copy(FIXTURE, tmp_path / "ledger.db")
     (tmp_path / "config.toml").write_text('[ledger]\nurl = "sqlite:///ledger.db"\n[llm]\nmodel = "openai/x"\napi_key_env = ""\n')
@@ -183,6 +186,7 @@ def test_cli_migrate_sql_prints_the_sql_and_changes_nothing(tmp_path):
     assert proc.returncode == 0 and f"→ {migrations.HEAD}" in proc.stdout, proc.stderr
 
 
+@pytest.mark.slow  # subprocesses
 def test_cli_check_reports_revision_integrity_and_broken_foreign_keys(tmp_path):
     (tmp_path / "config.toml").write_text('[ledger]\nurl = "sqlite:///ledger.db"\n[llm]\nmodel = "openai/x"\napi_key_env = ""\n')
     Ledger(f"sqlite:///{tmp_path}/ledger.db").close()
@@ -218,6 +222,7 @@ def test_a_whole_run_on_a_postgresql_ledger(harness, pg_url):
     assert check(ledger.engine).ok
 
 
+@pytest.mark.slow  # subprocesses
 def test_opening_a_current_ledger_does_not_import_alembic(tmp_path):
     url = f"sqlite:///{tmp_path}/ledger.db"
     Ledger(url).close()
@@ -226,6 +231,7 @@ def test_opening_a_current_ledger_does_not_import_alembic(tmp_path):
     assert proc.stdout.strip() == "False"
 
 
+@pytest.mark.slow  # subprocesses
 def test_the_wheel_ships_the_revisions(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
                    check=True, capture_output=True)

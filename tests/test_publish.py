@@ -7,7 +7,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from fakellm import HUMANIZED
+from scenarios import HUMANIZED
 from sqlmodel import select
 
 from capabilities.publish import publish
@@ -49,7 +49,7 @@ def served_site(tmp_path):
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path / "site"))
     handler.log_message = lambda *a: None
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 

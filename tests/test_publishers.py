@@ -130,6 +130,7 @@ def test_502_is_resent_only_where_the_platform_dedupes_by_key(tmp_path, target, 
     assert platform.stats()["posts"] == 1
 
 
+@pytest.mark.slow  # seconds of timeouts
 def test_timeout_is_a_capability_error_and_the_late_post_is_adopted_not_duplicated(tmp_path, target, platform):
     platform.slow(1.0)
     ctx = ctx_for(tmp_path, target, platform, timeout_s=0.3)

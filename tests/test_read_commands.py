@@ -9,7 +9,7 @@ import sys
 import tomllib
 
 import pytest
-from conftest import REPO
+from support import REPO
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -96,7 +96,7 @@ def test_run_ids_and_next_run_survive_narrow_and_piped_output(harness):
 # --- item 5: looking at a report does not send it -----------------------------------------
 
 def test_report_is_read_only_unless_sent(harness):
-    from test_daemon import Recorder
+    from support import Recorder
 
     rec = Recorder()
     try:
@@ -234,6 +234,7 @@ def test_status_says_whether_the_daemon_runs(harness):
 
 # --- cold start: the read commands import neither SQLAlchemy nor Rich for --help / --json ---
 
+@pytest.mark.slow  # CLI subprocesses
 def test_read_commands_do_not_import_sqlalchemy_or_litellm(harness):
     harness.run("honest")
     path = str(harness.dir / "config.toml")

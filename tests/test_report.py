@@ -8,8 +8,8 @@ import subprocess
 import sys
 from datetime import date
 
-from conftest import KEY_ENV
-from test_daemon import Recorder
+import pytest
+from support import KEY_ENV, Recorder
 
 from pipeline.reports import daily_summary, render_daily, run_summary
 
@@ -36,6 +36,7 @@ def test_daily_summary_counts_runs_publications_and_failures(harness):
     assert f"pipeline ledger diff --run {bad.run_id}" in text and "Publications: 1" in text
 
 
+@pytest.mark.slow  # a CLI subprocess
 def test_report_command_writes_markdown_and_posts_to_the_webhook(harness):
     rec = Recorder()
     try:
@@ -54,6 +55,7 @@ def test_report_command_writes_markdown_and_posts_to_the_webhook(harness):
     assert posted[-1]["msgtype"] == "text" and "Daily report" in posted[-1]["text"]["content"]
 
 
+@pytest.mark.slow  # a CLI subprocess
 def test_report_bad_date_is_exit_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pipeline", "report", "--date", "yesterday"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import KEY_ENV
 from sqlmodel import select
+from support import KEY_ENV
 
 from pipeline import review
 from pipeline.errors import ConfigError
@@ -99,6 +99,7 @@ def test_an_approval_recorded_elsewhere_is_not_overwritten(harness):
     assert view.decided_by == "erin" and view.completed and counts(ledger)["verified"] == 1
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_two_approvers_racing_publish_once(harness):
     outcome, cfg, ledger = held(harness)
     procs = [subprocess.Popen([sys.executable, "-m", "pipeline", "review", "approve", outcome.run_id, "--by", who,
@@ -113,6 +114,7 @@ def test_two_approvers_racing_publish_once(harness):
     assert review.show(ledger, outcome.run_id).decided_by in ("alice", "bob")
 
 
+@pytest.mark.slow  # CLI subprocesses
 @pytest.mark.parametrize("fault", ["crash_after_approval", "crash_after_platform_call"])
 def test_a_crash_during_approval_is_finished_by_approving_again(harness, fault):
     outcome, cfg, ledger = held(harness)
@@ -135,13 +137,14 @@ def test_dry_run_writes_the_would_be_post_and_publishes_nothing(harness):
 
     cfg = harness.config("honest", '[publish]\npreview_dir = "preview"\n')
     ledger = Ledger(cfg.ledger_url)
-    outcome = run_once(cfg, ledger=ledger, dry_run=True)
+    outcome = run_once(cfg, ledger=ledger, dry_run=True, llm=harness.model("honest", cfg))
     assert (outcome.status, outcome.exit_code) == ("dry_run", 0)
     previews = list((harness.dir / "preview" / outcome.run_id / "posts").glob("*.html"))
     assert len(previews) == 1 and "nightly" in previews[0].read_text(encoding="utf-8")
     assert counts(ledger)["publications"] == 0 and not harness.pages and review.pending(ledger) == []
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_review_cli_lists_shows_and_rejects(harness):
     outcome, _cfg, _ledger = held(harness)
     listed = cli(harness, "review", "list")

@@ -19,9 +19,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import KEY_ENV, write_config
 from services import broker_url
 from sqlmodel import select
+from support import KEY_ENV, write_config
 
 from pipeline import config as config_mod
 from pipeline.errors import ChannelLocked, TickAlreadyRun
@@ -87,11 +87,11 @@ def _cfg(harness, ledger_url: str, scenario: str = "honest", extra: str = ""):
 def test_a_tick_runs_once_however_often_it_is_delivered(harness, ledger_url):
     cfg = _cfg(harness, ledger_url)
     ledger = Ledger(cfg.ledger_url)
-    first = run_once(cfg, ledger=ledger, tick=T0)
+    first = run_once(cfg, ledger=ledger, tick=T0, llm=harness.model("honest", cfg))
     assert first.exit_code == 0
     with pytest.raises(TickAlreadyRun):
-        run_once(cfg, ledger=ledger, tick=T0)
-    assert run_once(cfg, ledger=ledger, tick=T0 + timedelta(days=1)).exit_code == 0  # the next firing is new
+        run_once(cfg, ledger=ledger, tick=T0, llm=harness.model("honest", cfg))
+    assert run_once(cfg, ledger=ledger, tick=T0 + timedelta(days=1), llm=harness.model("honest", cfg)).exit_code == 0  # the next firing is new
     with ledger.read() as s:
         ticks = s.exec(select(Tick).order_by(Tick.scheduled_for)).all()
         assert [(t.state, t.attempts) for t in ticks] == [("done", 1), ("done", 1)]
@@ -103,7 +103,7 @@ def test_a_tick_whose_run_died_is_run_again_once(harness, ledger_url):
     cfg = _cfg(harness, ledger_url)
     ledger = Ledger(cfg.ledger_url)
     dead = ledger.start_run("openai/honest", channel="default", tick=T0)  # claimed, then the worker died
-    outcome = run_once(cfg, ledger=ledger, tick=T0)
+    outcome = run_once(cfg, ledger=ledger, tick=T0, llm=harness.model("honest", cfg))
     assert outcome.exit_code == 0
     assert ledger.get_run(dead.id).status == "crashed"
     with ledger.read() as s:
@@ -116,12 +116,12 @@ def test_the_channel_lock_on_postgresql_excludes_other_sessions(harness, pg_url)
     cfg = _cfg(harness, pg_url)
     with channel_lock(cfg, "default"):
         with pytest.raises(ChannelLocked, match="held by pipeline channel default pid"):
-            run_once(cfg)
+            run_once(cfg, llm=harness.model("honest", cfg))
         env = {**os.environ, KEY_ENV: "sk-test-not-a-real-key", "PIPELINE_LEDGER__URL": pg_url}
         proc = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(harness.dir / "config.toml")],
                               capture_output=True, text=True, env=env, timeout=60)
         assert proc.returncode == 75 and proc.stderr.startswith("skipped: locked"), proc.stderr
-    assert run_once(cfg).exit_code == 0  # released with its session
+    assert run_once(cfg, llm=harness.model("honest", cfg)).exit_code == 0  # released with its session
 
 
 # --- Celery ----------------------------------------------------------------------------------
@@ -333,6 +333,6 @@ def test_a_run_whose_lock_session_dies_stops_at_its_next_step(harness, pg_url, m
             killed.set()
             time.sleep(0.5)
 
-    outcome = run_once(cfg, observer=KillAfterFirstStep())
+    outcome = run_once(cfg, observer=KillAfterFirstStep(), llm=harness.model("honest", cfg))
     assert killed.is_set()
     assert outcome.status == "interrupted" and "the session holding channel default ended" in outcome.error

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fakellm import DRAFT, HUMANIZED
+from scenarios import DRAFT, HUMANIZED
 
 from pipeline.scoring import WEIGHTS, score
 

@@ -82,6 +82,7 @@ def test_serve_lists_no_directory_hides_records_and_types_the_feed(tmp_path):
             assert err.value.code == 404, path
 
 
+@pytest.mark.slow  # seconds
 def test_four_threads_publishing_to_one_site_make_no_errors(tmp_path):
     site_dir = tmp_path / "site"
     errors: list[str] = []
@@ -100,6 +101,7 @@ def test_four_threads_publishing_to_one_site_make_no_errors(tmp_path):
     assert not [p for p in site_dir.rglob("*.tmp")]
 
 
+@pytest.mark.slow  # subprocesses
 def test_two_processes_publishing_to_one_site_make_no_errors(tmp_path):
     site_dir = tmp_path / "site"
     script = (
@@ -118,6 +120,7 @@ def test_two_processes_publishing_to_one_site_make_no_errors(tmp_path):
     assert (site_dir / "index.html").read_text(encoding="utf-8").count('<a class="title"') == 60
 
 
+@pytest.mark.slow  # a real browser
 def test_the_site_in_a_real_browser(tmp_path):
     """Debian's chromium loads the index, a post and /posts/: the title escaped, the feed linked, no listing."""
     if chromium() is None:

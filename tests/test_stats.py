@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -16,6 +17,7 @@ def stats(path, *args):
     return result
 
 
+@pytest.mark.slow  # five full runs
 def test_stats_tell_the_models_apart(harness):
     for scenario in ("honest", "honest", "prose", "text_call", "silent"):
         harness.run(scenario)

@@ -19,8 +19,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import KEY_ENV, REPO
+from scenarios import scripted
 from stuck import StuckServer, wait_for_request
+from support import KEY_ENV, OFFLINE_API_BASE, REPO
 
 from pipeline import config as config_mod
 from pipeline import shutdown
@@ -95,6 +96,7 @@ def _in_thread(fn):
     return box
 
 
+@pytest.mark.litellm  # a hanging provider, through litellm
 @pytest.mark.parametrize("mode", ["trickle", "silent"])
 def test_a_trickling_or_silent_provider_is_cut_off_by_the_call_deadline(tmp_path, server, monkeypatch, mode):
     monkeypatch.setenv(KEY_ENV, "sk-test")
@@ -105,6 +107,7 @@ def test_a_trickling_or_silent_provider_is_cut_off_by_the_call_deadline(tmp_path
     assert "call_deadline_s = 2" in str(box["error"])
 
 
+@pytest.mark.litellm  # a hanging provider, through litellm
 def test_the_step_deadline_ends_the_run_with_exit_124(tmp_path, server, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     srv = server("trickle")
@@ -117,6 +120,7 @@ def test_the_step_deadline_ends_the_run_with_exit_124(tmp_path, server, monkeypa
     assert runs(tmp_path)[0][1:3] == ("timed_out", 124)
 
 
+@pytest.mark.litellm  # a hanging provider, through litellm
 def test_the_run_deadline_ends_the_run_and_frees_the_channel(tmp_path, server, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "sk-test")
     srv = server("silent")
@@ -241,6 +245,7 @@ VALIDATE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_bad_local_state_is_exit_2_and_one_line_before_anything_happens(tmp_path):
     cases: dict[str, Path] = {}
 
@@ -278,6 +283,7 @@ def test_bad_local_state_is_exit_2_and_one_line_before_anything_happens(tmp_path
             assert not r["ledger"], name  # nothing written
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_checking_the_ledger_keeps_this_process_sqlite_locks(tmp_path):
     """fcntl locks belong to the process: closing any other descriptor on the ledger drops SQLite's.
 
@@ -305,6 +311,7 @@ def test_checking_the_ledger_keeps_this_process_sqlite_locks(tmp_path):
     assert "took it" not in other.stdout and "locked" in other.stderr, (other.stdout, other.stderr)
 
 
+@pytest.mark.slow  # CLI subprocesses
 def test_a_read_only_ledger_directory_is_exit_2(tmp_path):
     mnt = tmp_path / "ro"
     mnt.mkdir()
@@ -325,14 +332,14 @@ def test_a_read_only_ledger_directory_is_exit_2(tmp_path):
 # --- a full disk ---------------------------------------------------------------------------------------------
 
 
-def test_a_full_disk_mid_run_is_exit_7_with_a_truthful_run_row(tmp_path, fake_llm, monkeypatch):
+def test_a_full_disk_mid_run_is_exit_7_with_a_truthful_run_row(tmp_path, monkeypatch):
     mnt = tmp_path / "small"
     mnt.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], capture_output=True).returncode:
         pytest.skip("cannot mount a small tmpfs here")
     try:
         monkeypatch.setenv(KEY_ENV, "sk-test")
-        cfg = config_mod.load(write(mnt, fake_llm.api_base, model="openai/honest"))
+        cfg = config_mod.load(write(mnt, OFFLINE_API_BASE, model="openai/honest"))
 
         class FillAfterDraft(RunObserver):
             def tool_finished(self, name, ok, payload) -> None:
@@ -347,13 +354,13 @@ def test_a_full_disk_mid_run_is_exit_7_with_a_truthful_run_row(tmp_path, fake_ll
                     except OSError:
                         pass
 
-        outcome = run_once(cfg, observer=FillAfterDraft())
+        outcome = run_once(cfg, observer=FillAfterDraft(), llm=scripted("honest", cfg.llm))
         assert (outcome.status, outcome.exit_code) == ("environment", 7), outcome
         assert "disk full" in outcome.error
         (mnt / "filler").unlink()
         [(_, status, code, error)] = runs(mnt)
         assert (status, code) == ("environment", 7) and "disk full" in error  # before: left "running", exit 1
-        again = run_once(cfg)  # space is back: the next run works
+        again = run_once(cfg, llm=scripted("honest", cfg.llm))  # space is back: the next run works
         assert again.exit_code == 0, again.error
     finally:
         subprocess.run(["umount", "-l", str(mnt)])

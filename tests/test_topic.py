@@ -6,13 +6,15 @@ import functools
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
+from scenarios import scripted
+
 from capabilities.topic import backlog, feed, is_repeat, topic
 from pipeline import config
 from pipeline.content import normalize_title
 from pipeline.ledger import Ledger
-from pipeline.llm import ChatModel
 from pipeline.models import Article, Publication, Topic
 from pipeline.prompts import Prompts
+from pipeline.testing import ScriptedModel
 from pipeline.tools import RunContext
 
 ATOM = """<?xml version="1.0" encoding="utf-8"?>
@@ -28,15 +30,14 @@ RSS = """<?xml version="1.0"?><rss version="2.0"><channel><title>c</title>
 </channel></rss>"""
 
 
-def make_ctx(tmp_path, api_base=None, **env):
+def make_ctx(tmp_path, scenario=None, **env):
+    """A run's context; its model plays ``scenario`` in-process (none: any model call fails the test)."""
     env = {"PIPELINE_LEDGER__URL": f"sqlite:///{tmp_path}/ledger.db", **env}
-    if api_base:
-        env.update({"PIPELINE_LLM__MODEL": "openai/honest", "PIPELINE_LLM__API_BASE": api_base,
-                    "PIPELINE_LLM__API_KEY_ENV": ""})
     cfg = config.load(None, environ=env)
     cfg.base_dir = tmp_path
     ledger = Ledger(cfg.ledger_url)
-    return RunContext(ledger.start_run("m").id, cfg, ledger, ChatModel(cfg.llm), Prompts())
+    llm = scripted(scenario, cfg.llm) if scenario else ScriptedModel(cfg.llm)
+    return RunContext(ledger.start_run("m").id, cfg, ledger, llm, Prompts())
 
 
 def publish_topic(ctx, title):
@@ -70,7 +71,7 @@ def test_atom_and_rss_feeds_from_files_and_http(tmp_path):
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
     handler.log_message = lambda *a: None
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         rss = feed(f"http://127.0.0.1:{server.server_address[1]}/feed.rss", tmp_path, 5, 10)
         missing = feed(f"http://127.0.0.1:{server.server_address[1]}/nope.rss", tmp_path, 5, 10)
@@ -103,12 +104,12 @@ def test_feeds_after_the_backlog_is_used_up(tmp_path):
     assert topic.fn(ctx)["title"] == "Zero-downtime schema migrations"
 
 
-def test_brainstorm_fallback_uses_a_json_schema_answer(tmp_path, fake_llm):
-    ctx = make_ctx(tmp_path, fake_llm.api_base, PIPELINE_TOPIC__BACKLOG='""')
+def test_brainstorm_fallback_uses_a_json_schema_answer(tmp_path):
+    ctx = make_ctx(tmp_path, "honest", PIPELINE_TOPIC__BACKLOG='""')
     result = topic.fn(ctx)
     assert result["source"] == "llm" and result["title"].startswith("Brainstormed topic")
-    request = fake_llm.requests[-1]
-    assert request["response_format"]["type"] == "json_schema"
+    request = ctx.llm.requests[-1]
+    assert request.response_format["type"] == "json_schema"
 
 
 def test_feed_text_is_quoted_to_the_model_as_data():

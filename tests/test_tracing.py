@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import KEY_ENV, write_config
+from support import KEY_ENV, write_config
 
 from pipeline import tracing
 
@@ -33,8 +33,8 @@ def memory_spans():
     tracing._tracer = None  # later tests run untraced
 
 
-def test_a_run_is_one_agent_span_with_model_and_tool_spans(harness, memory_spans):
-    outcome, _ = harness.run("honest", '\n[traces]\nenabled = true\nexporter = "none"\n')
+def test_a_run_is_one_agent_span_with_model_and_tool_spans(http_harness, memory_spans):
+    outcome, _ = http_harness.run("honest", '\n[traces]\nenabled = true\nexporter = "none"\n')
     assert outcome.exit_code == 0
     spans = memory_spans.get_finished_spans()
     [run] = [s for s in spans if s.name == "invoke_agent pipeline"]

@@ -90,6 +90,7 @@ def test_slow_publishing_ends_submitted_and_the_next_run_finishes_it(tmp_path, w
     assert wechat.stats()["submits"] == 1
 
 
+@pytest.mark.slow  # seconds of platform waits
 @pytest.mark.parametrize("removed", [5, 6])
 def test_an_article_removed_after_success_is_not_a_publication(tmp_path, wechat, removed):
     ctx = new_context(config(tmp_path, wechat))
@@ -126,6 +127,7 @@ def test_a_token_expiring_mid_run_is_refreshed_once(tmp_path, wechat):
     assert cached.token == wechat.token.value
 
 
+@pytest.mark.slow  # seconds of platform waits
 def test_a_token_expiring_in_the_middle_of_one_publish(tmp_path, wechat):
     """The token dies between the cover upload and draft/add: refreshed once, the publish carries on."""
     wechat.expire_after = {"material/add_material"}

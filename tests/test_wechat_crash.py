@@ -25,7 +25,7 @@ from collections import Counter
 import pytest
 from platforms import add_article, new_context, write_config
 from sqlmodel import select
-from test_crash import Worker
+from support import CrashWorker
 from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
 from capabilities.publish import publish
@@ -38,10 +38,12 @@ ITERATIONS = 2 * max(1, int(os.environ.get("PIPELINE_WECHAT_CRASH_ITERATIONS", "
 TRANSITIONS = ["wechat_after_cover", "wechat_after_draft", "wechat_after_submit", "wechat_after_published",
                "wechat_after_failed"]
 
+pytestmark = pytest.mark.slow  # each publish runs in a forked worker process
+
 
 @pytest.fixture(scope="module")
 def worker():
-    w = Worker()
+    w = CrashWorker()
     yield w
     w.close()
 

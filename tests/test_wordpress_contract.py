@@ -96,6 +96,7 @@ def test_the_title_is_text_on_the_public_page(tmp_path, wp, role):
     assert html.unescape(shown) == SCRIPT_TITLE  # the reader sees the title as written, tags and all, as text
 
 
+@pytest.mark.slow  # seconds of retries
 def test_a_wrong_password_on_the_lookup_path_names_the_credentials(tmp_path, wp, monkeypatch):
     """Bug 3: after a crash the lookup comes first; WordPress answers it 400 rest_forbidden_status, not 401."""
     ctx = ctx_for(tmp_path, wp)
@@ -221,13 +222,14 @@ webhook_url = "{recorder_base}/hook"
 
 @pytest.fixture
 def recorder():
-    from test_daemon import Recorder
+    from support import Recorder
 
     rec = Recorder()
     yield rec
     rec.server.shutdown()
 
 
+@pytest.mark.slow  # seconds of timeouts and retries
 @pytest.mark.parametrize("host", ["refusing", "hanging"])
 def test_with_the_platform_down_the_run_ends_fast_with_exit_6_and_an_alert(harness, recorder, host, monkeypatch):
     """Bug 6: every publish call tried again until max_turns (21 calls, 63 connections; 16 min on a hanging host)."""
@@ -291,6 +293,7 @@ password_env = "{SECRET_ENV['wordpress']}"
 """
 
 
+@pytest.mark.slow  # seconds of timeouts and retries
 def test_the_next_run_registers_what_an_interrupted_run_published(harness, wp, monkeypatch):
     """Bug 7 / issue 14 item 5: published and verified, then SIGTERM before register; the next run completes it."""
     from pipeline.models import Registration

@@ -20,10 +20,10 @@ from collections import Counter
 import httpx
 import pytest
 import realwp
-from conftest import KEY_ENV, REPO
-from conftest import write_config as llm_config
 from platforms import SECRET_ENV, new_context
 from sqlmodel import select
+from support import KEY_ENV, REPO
+from support import write_config as llm_config
 
 from capabilities.publish import publish
 from pipeline.content import content_hash
@@ -75,7 +75,7 @@ def fresh(site):
 
 @pytest.fixture(scope="module")
 def worker():
-    from test_crash import Worker
+    from support import CrashWorker as Worker
 
     w = Worker()
     yield w
