@@ -52,7 +52,7 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         for cmd in COMMANDS:
             timed([exe, *cmd], project)  # warm the page cache: "cold" means a new process, not a cold disk
-            walls, cpus = zip(*(timed([exe, *cmd], project) for _ in range(args.repeat)))
+            walls, cpus = zip(*(timed([exe, *cmd], project) for _ in range(args.repeat)), strict=True)
             results[" ".join(cmd[:3] if cmd[0] != "claims" else cmd[:2])] = {
                 "wall_median_s": round(statistics.median(walls), 3), "cpu_median_s": round(statistics.median(cpus), 3)}
     summary = {"repeat": args.repeat, "target_s": 0.5, "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],

@@ -31,7 +31,8 @@ import os
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import httpx
 from sqlmodel import select
@@ -63,7 +64,7 @@ def _fault_point(name: str) -> None:
         os._exit(137)  # no cleanup, no commit: exactly what a kill -9 leaves behind
 
 
-def _result(p: Publication, **extra) -> dict:
+def _result(p: Publication, **extra: Any) -> dict:
     return {"publication_id": p.id, "url": p.url, "verified": p.status == "verified", "target": p.target, **extra}
 
 
@@ -144,11 +145,11 @@ def _is_async(publisher: Publisher) -> bool:
     return bool(getattr(publisher, "asynchronous", False))
 
 
-def _verifier(cfg: Config, publisher: Publisher, digest: str):
+def _verifier(cfg: Config, publisher: Publisher, digest: str) -> Callable[[Published], str | None]:
     return lambda published: _verify(cfg, publisher, published, digest)
 
 
-def _publish_async(ctx: RunContext, publisher, row: Publication, article: Article) -> dict:
+def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: Article) -> dict:
     """pending → submitted → verified | failed, as far as this run's polling budget goes.
 
     Still ``submitted`` (or a submit whose answer was lost) at the end of the
@@ -323,7 +324,7 @@ def _orphans(ledger: Ledger, cutoff: datetime, channel: str | None) -> list[tupl
     return [(pub, art) for pub, run, art in rows if run.status != "running" or _aware(run.started_at) < cutoff]
 
 
-def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher) -> bool:
+def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Any) -> bool:
     """Take an asynchronous platform's row one step further (one status poll); True when it reached an end state.
 
     A row whose submit never started is left for its own run to publish: only a
@@ -385,7 +386,8 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
 
 
 def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
-                    older_than_min: float | None = None, on_unknown=None) -> int:
+                    older_than_min: float | None = None,
+                    on_unknown: Callable[[Publication, str], None] | None = None) -> int:
     """Settle publications left ``pending`` by runs that are no longer running; returns how many were settled.
 
     A run counts as no longer running when its status is anything but

@@ -9,7 +9,7 @@ again returns its existing number.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import func
@@ -19,8 +19,13 @@ from pipeline.errors import CapabilityError, ConfigError
 from pipeline.models import Publication, Registration
 from pipeline.tools import RunContext, capability
 
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
-def registration_day(cfg) -> str:
+    from pipeline.config import Config
+
+
+def registration_day(cfg: Config) -> str:
     try:
         tz = ZoneInfo(cfg.registration.timezone)
     except (ZoneInfoNotFoundError, ValueError):
@@ -28,7 +33,7 @@ def registration_day(cfg) -> str:
     return datetime.now(tz).strftime("%Y%m%d")
 
 
-def assign(session, cfg, pub: Publication, day: str) -> Registration:
+def assign(session: Session, cfg: Config, pub: Publication, day: str) -> Registration:
     """The publication's registration, made now in this (write) transaction if it has none."""
     reg = session.exec(select(Registration).where(Registration.publication_id == pub.id)).first()
     if reg is None:

@@ -48,8 +48,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from .config import Config
 
 VERIFIED, UNBACKED, MISMATCH = "verified", "unbacked", "mismatch"
 
@@ -63,7 +66,8 @@ DEFAULT_RULES: dict[str, list[str]] = {
     ],
     "draft": [
         r"(文章|正文|草稿|初稿|稿子)已(经)?(生成|完成|写好|撰写|写完)", r"已(生成|撰写|写好|写完)(了)?(文章|正文|草稿|初稿)",
-        r"\b(drafted|composed|authored)\b", r"\bwrote the (first|initial) (version|cut)\b", r"\bwrote (it|this|that|one) up\b", r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
+        r"\b(drafted|composed|authored)\b", r"\bwrote the (first|initial) (version|cut)\b", r"\bwrote (it|this|that|one) up\b",
+        r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
         r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
         r"\b(draft|article|post|piece)s?\s+(is |was |has been |have been )?(written|drafted|generated|ready|done|finished|complete|completed)\b",
     ],
@@ -240,7 +244,7 @@ class ClaimRules:
         # … the registration is in place").
         marked = _MARK_DONE.search(bare)
         steps = sorted((m.start(), m.end(), cap) for cap, rx in self.en_steps.items() for m in rx.finditer(bare))
-        for i, (_, end, cap) in enumerate(steps):
+        for i, (_, _end, cap) in enumerate(steps):
             if cap in found:
                 continue
             if marked:
@@ -382,7 +386,7 @@ def _json_spans(text: str) -> list[tuple[int, int, Any]]:
 
 
 def _is_tool_call(obj: Mapping[str, Any]) -> bool:
-    fn = obj.get("function") if isinstance(obj.get("function"), Mapping) else obj
+    fn = obj["function"] if isinstance(obj.get("function"), Mapping) else obj
     return any(k in fn for k in ("name", "tool", "tool_name")) and any(k in fn for k in ("arguments", "parameters", "args"))
 
 
@@ -428,7 +432,7 @@ def normalise_layout(text: str) -> str:
                 header = cells if sum(bool(_STEP_NAME.search(c)) for c in cells) >= 2 else None
                 continue
             if header and len(header) == len(cells):
-                line = " | ".join(f"{h}: {c}" for h, c in zip(header, cells))
+                line = " | ".join(f"{h}: {c}" for h, c in zip(header, cells, strict=True))
             else:
                 line = f"{cells[0]}: {' '.join(cells[1:])}"
         elif not line.startswith("|"):
@@ -443,7 +447,7 @@ def normalise_layout(text: str) -> str:
     return "\n".join(out)
 
 
-def claim_rules(cfg) -> ClaimRules:
+def claim_rules(cfg: Config) -> ClaimRules:
     """The rules for a deployment: built-ins, ``[claims]`` extras, its registration prefix and hosts."""
     from .errors import ConfigError
 
@@ -498,7 +502,7 @@ def text_tool_calls(text: str, tool_names: Iterable[str]) -> list[str]:
         except ValueError:
             obj = None
         if isinstance(obj, dict):
-            fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
+            fn = obj["function"] if isinstance(obj.get("function"), dict) else obj
             name = fn.get("name") or fn.get("tool") or obj.get("tool_name")
             candidates = [name] if isinstance(name, str) else []
         elif obj is None and _CALL_SHAPE.search(candidate):

@@ -33,8 +33,10 @@ import os
 import signal
 import threading
 import time
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
 from . import shutdown
@@ -42,6 +44,9 @@ from .alerts import Alerter
 from .errors import ChannelLocked, PipelineError, TickAlreadyRun
 from .locks import hold
 from .scheduling import make_trigger
+
+if TYPE_CHECKING:
+    from .config import Config
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +80,7 @@ def _ledger_for(cfg):
         return _ledgers[cfg.ledger_url]
 
 
-def due_tick(cfg, now: datetime | None = None) -> datetime | None:
+def due_tick(cfg: Config, now: datetime | None = None) -> datetime | None:
     """The firing a job started now serves: the channel's latest fire time at or before now."""
     from datetime import timezone
 
@@ -103,7 +108,7 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
     redact.from_config(cfg)  # before the alert below can quote an error body
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
 
-    def track(event: str, **data) -> None:
+    def track(event: str, **data: Any) -> None:
         if event == "start":
             _active.add(data["run_id"])
 
@@ -123,7 +128,7 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
 
 def dispatch_channel(config_path: str, channel: str, tick: str | None = None) -> int:
     """The scheduled job with ``[engine] kind = "celery"``: queue the due firing for a worker."""
-    from .celery_engine import make_app, send_tick
+    from .celery_engine import send_tick
 
     cfg = config_mod.load(config_path).for_channel(channel)
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
@@ -192,7 +197,7 @@ def _warm() -> int:
     return os.getpid()
 
 
-def pool_size(cfg) -> int:
+def pool_size(cfg: Config) -> int:
     if cfg.daemon.workers:
         return cfg.daemon.workers
     if cfg.llm.model.startswith("local"):
@@ -208,7 +213,7 @@ def _executor(cfg):
     return ProcessPoolExecutor(max_workers=pool_size(cfg), pool_kwargs={"initializer": _worker_init})
 
 
-def warm(scheduler) -> None:
+def warm(scheduler: Any) -> None:
     """Start every worker process now, so the first tick does not pay for imports."""
     pool = scheduler._lookup_executor("default")._pool
     n = getattr(pool, "_max_workers", 1)
@@ -217,12 +222,12 @@ def warm(scheduler) -> None:
         f.result()
 
 
-def _workers(scheduler) -> list[int]:
+def _workers(scheduler: Any) -> list[int]:
     pool = scheduler._lookup_executor("default")._pool
     return list(getattr(pool, "_processes", {}) or {})
 
 
-def _signal_workers(scheduler, sig=signal.SIGTERM) -> None:
+def _signal_workers(scheduler: Any, sig: signal.Signals = signal.SIGTERM) -> None:
     for pid in _workers(scheduler):
         try:
             os.kill(pid, sig)
@@ -230,7 +235,7 @@ def _signal_workers(scheduler, sig=signal.SIGTERM) -> None:
             pass
 
 
-def _mark_interrupted(cfg) -> None:
+def _mark_interrupted(cfg: Config) -> None:
     """Mark runs left ``running`` as interrupted: ours, and any whose channel lock nobody holds any more."""
     from sqlmodel import select
 
@@ -254,7 +259,7 @@ def _mark_interrupted(cfg) -> None:
             ledger.finish_run(run.id, "interrupted", 130, "daemon forced to exit by a second signal")
 
 
-def build_scheduler(cfg, config_path: str, *, durable: bool = True):
+def build_scheduler(cfg: Config, config_path: str, *, durable: bool = True) -> Any:
     """A paused scheduler with one job per channel; call ``resume()`` to start firing.
 
     ``durable``: keep jobs in a SQLite job store in ``state_dir`` (one daemon per host). Highly
@@ -276,7 +281,7 @@ def build_scheduler(cfg, config_path: str, *, durable: bool = True):
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": cfg.daemon.misfire_grace_time_s},
     )
 
-    def on_missed(event) -> None:
+    def on_missed(event: Any) -> None:
         channel = event.job_id.split(":", 1)[-1]
         log.error("channel %s: run due at %s missed (beyond misfire_grace_time)", channel, event.scheduled_run_time)
         Alerter(cfg.alerts).alert(channel, None, "missed", f"scheduled run at {event.scheduled_run_time} did not happen")
@@ -304,7 +309,7 @@ def build_scheduler(cfg, config_path: str, *, durable: bool = True):
     return scheduler
 
 
-def catch_up(cfg, config_path: str, scheduler, now: datetime | None = None) -> list[tuple[str, datetime]]:
+def catch_up(cfg: Config, config_path: str, scheduler: Any, now: datetime | None = None) -> list[tuple[str, datetime]]:
     """On taking the lead: each channel's latest firing that nobody completed, run (or queued) once.
 
     Only channels with a tick in the ledger count (they were being scheduled), and only
@@ -334,7 +339,7 @@ def catch_up(cfg, config_path: str, scheduler, now: datetime | None = None) -> l
     return due
 
 
-def _leadership(cfg, stopped: threading.Event):
+def _leadership(cfg: Config, stopped: threading.Event) -> AbstractContextManager[Any]:
     """The right to schedule: a flock on this host's job store, or with PostgreSQL the cluster-wide lead.
 
     With PostgreSQL, every daemon but one stands by, trying for the lead every ``standby_poll_s``;
@@ -369,7 +374,7 @@ def _leadership(cfg, stopped: threading.Event):
     return lead()
 
 
-def _watch_lead(conn, cfg, stopped: threading.Event, lost: threading.Event) -> None:
+def _watch_lead(conn: Any, cfg: Config, stopped: threading.Event, lost: threading.Event) -> None:
     """A leader whose session died (server restart, network) may have lost the lead: stop scheduling."""
     while not stopped.wait(cfg.daemon.standby_poll_s):
         try:
@@ -449,7 +454,7 @@ def _serve_metrics(cfg):
     return server
 
 
-def daemon_state(cfg) -> dict:
+def daemon_state(cfg: Config) -> dict:
     """Is a daemon serving this config's state dir on this host? It holds ``daemon.lock`` while it lives.
 
     (With a PostgreSQL ledger the lead is an advisory lock on the server; this sees this host only.)
@@ -474,7 +479,7 @@ def daemon_state(cfg) -> dict:
     return state
 
 
-def status(cfg, now: datetime | None = None) -> list[dict]:
+def status(cfg: Config, now: datetime | None = None) -> list[dict]:
     """Per channel: next fire, last run and its age, publications today, overdue."""
     from datetime import timedelta, timezone
     from zoneinfo import ZoneInfo
@@ -533,7 +538,7 @@ def status(cfg, now: datetime | None = None) -> list[dict]:
     return rows
 
 
-def engine_status(cfg) -> dict:
+def engine_status(cfg: Config) -> dict:
     """Who schedules and who runs: the leading daemon (PostgreSQL), Celery workers seen and queue depth."""
     info: dict = {"engine": cfg.engine.kind}
     if cfg.ledger_url.startswith("postgres"):

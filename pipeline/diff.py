@@ -8,10 +8,14 @@ the run, caught or not.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+    from .reader import LedgerReader
 
 
-def run_diff(ledger, run_id: str | None) -> dict[str, Any] | None:
+def run_diff(ledger: Ledger | LedgerReader, run_id: str | None) -> dict[str, Any] | None:
     """``ledger``: a Ledger or a LedgerReader (same read methods)."""
     run = ledger.get_run(run_id)
     if run is None:
@@ -27,9 +31,9 @@ def run_diff(ledger, run_id: str | None) -> dict[str, Any] | None:
     # Why a failed run ended: the guard's final decision (hallucination, incomplete, text_tool_call, stuck).
     ends = [g.kind for g in ledger.guard_events(run.id) if g.action == "fail"]
     facts = ledger.facts(run.id)
-    for c in claims:
+    for claim in claims:
         # What the ledger recorded for the claimed capability, shown beside a mismatching value.
-        c["recorded"] = [f.value for f in facts if f.capability == c["capability"] and f.value is not None]
+        claim["recorded"] = [f.value for f in facts if f.capability == claim["capability"] and f.value is not None]
     return {
         "run_id": run.id,
         "status": run.status,

@@ -169,5 +169,4 @@ def _num(x: float | None) -> str:
 
 
 def _dedupe(lines: list[str]) -> list[str]:
-    seen: set[str] = set()
-    return [x for x in lines if not (x in seen or seen.add(x))]
+    return list(dict.fromkeys(lines))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlmodel import select
 
@@ -110,7 +111,8 @@ def _fault_point(name: str) -> None:
     fault(name)
 
 
-def reconciliations(ledger: Ledger, channel: str | None = None, since=None, until=None) -> list[dict]:
+def reconciliations(ledger: Ledger, channel: str | None = None, since: datetime | None = None,
+                    until: datetime | None = None) -> list[dict]:
     """Registrations made by reconciliation (newest last), with what they completed."""
     query = (select(Execution, Run).join(Run, Run.id == Execution.run_id)
              .where(Execution.capability == "register", Execution.call_id.like(f"{CALL_PREFIX}%"), Execution.ok == True)  # noqa: E712

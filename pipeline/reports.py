@@ -92,7 +92,8 @@ def daily_summary(ledger: Ledger, day: date, tz_name: str) -> dict[str, Any]:
 
 def render_daily(summary: dict[str, Any]) -> str:
     lines = [f"# Daily report {summary['date']} ({summary['timezone']})", "",
-             f"- Runs: {summary['runs']} " + (f"({', '.join(f'{k} {v}' for k, v in sorted(summary['by_status'].items()))})" if summary["by_status"] else ""),
+             f"- Runs: {summary['runs']} "
+             + (f"({', '.join(f'{k} {v}' for k, v in sorted(summary['by_status'].items()))})" if summary["by_status"] else ""),
              f"- Publications: {len(summary['publications'])}",
              f"- Registrations: {len(summary['registrations'])}",
              f"- Recovered and registered by reconciliation: {len(summary['reconciled'])}",

@@ -117,6 +117,7 @@ def _locked_run(cfg: Config, notify: Notify | None, llm: ChatModel | None, ledge
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
     if notify:
         notify("start", run_id=run.id, model=cfg.llm.model, channel=channel)
+    code: int
     status, code, error = "done", ExitCode.DONE, None
     span = tracing.start("invoke_agent pipeline", **{
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "pipeline", "gen_ai.conversation.id": run.id,

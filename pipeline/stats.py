@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .reader import LedgerReader
 
 _SPAN = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -38,7 +41,7 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
     return round(sorted_values[k], 1)
 
 
-def model_stats(reader, since: datetime | None = None) -> list[dict[str, Any]]:
+def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[dict[str, Any]]:
     """One dict per requested model, most runs first."""
     where, params = "", {}
     if since is not None:

@@ -297,7 +297,7 @@ def test_same_failing_call_ends_the_run_as_stuck_within_three_turns(harness):
     assert [(g.kind, g.action) for g in events] == [("repeated_failure", "nudge"), ("stuck", "fail")]
     humanized = [f.result["article_id"] for f in ledger.facts(outcome.run_id) if f.capability == "humanize"][0]
     nudge = events[0].message
-    assert "`publish` failed 2 times" in nudge and f"call `publish` now" in nudge and f"article_id {humanized}" in nudge
+    assert "`publish` failed 2 times" in nudge and "call `publish` now" in nudge and f"article_id {humanized}" in nudge
     diff = run_diff(ledger, outcome.run_id)
     assert diff["reason"] == "stuck" and ledger.get_run(outcome.run_id).error.startswith("stuck")
 
@@ -324,7 +324,7 @@ def test_humanize_retries_are_told_what_the_scorer_measured(harness):
     assert outcome.error.startswith("stuck: `publish`")
     [nudge] = [g.message for g in nudges(ledger, outcome.run_id)]
     draft_id = [f.result["article_id"] for f in ledger.facts(outcome.run_id) if f.capability == "draft"][0]
-    assert f"call `humanize` now" in nudge and f"article_id {draft_id}" in nudge and "≥ 60" in nudge
+    assert "call `humanize` now" in nudge and f"article_id {draft_id}" in nudge and "≥ 60" in nudge
     # Every attempt and its score is in the ledger, with the execution.
     [execution] = [e for e in ledger.executions(outcome.run_id) if e.capability == "humanize"]
     result = json.loads(execution.result_json)

@@ -42,7 +42,7 @@ def part_files() -> list[Path]:
             continue
         want = f"data/part{i:02d}.bin"
         entry = next((f for f in dist.files or [] if f.as_posix().endswith(want)), None)
-        path = Path(dist.locate_file(entry)) if entry else None
+        path = Path(str(dist.locate_file(entry))) if entry else None
         if path is None or not path.is_file():
             missing.append(f"{name} (no {want})")
             continue

@@ -57,7 +57,8 @@ import time
 import zlib
 from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -69,6 +70,9 @@ from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
 from ..models import Article, PlatformToken, Publication, utcnow
 from . import Published, PublishOutcomeUnknown
 from .remote import AttemptBudget, _tls, secret_from_env, setting_url
+
+if TYPE_CHECKING:
+    from ..ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +144,7 @@ class TokenStore:
     while it is valid, so two workers refreshing at once agree anyway.
     """
 
-    def __init__(self, ledger, name: str, fetch: Callable[[bool], tuple[str, int]], margin_s: float) -> None:
+    def __init__(self, ledger: Ledger, name: str, fetch: Callable[[bool], tuple[str, int]], margin_s: float) -> None:
         self.ledger = ledger
         self.name = name
         self.fetch = fetch
@@ -399,12 +403,13 @@ class WeChatPublisher:
                                             "not calling it again in this run")
         return WeChatError(code, self._scrub(msg), what)
 
-    def call(self, path: str, *, json_body: Any = None, files=None, query: dict[str, str] | None = None,
+    def call(self, path: str, *, json_body: Any = None, files: Any = None, query: dict[str, str] | None = None,
              repeatable: bool = True) -> dict:
         """An authenticated API call; a rejected token is refreshed once. Raises on any errcode but 0."""
         token = self.tokens.get()
         for renewed in (False, True):
-            data = self._with_retries(path, lambda: self._request(path, params={"access_token": token, **(query or {})},
+            # The lambda is called within this iteration, so it sees this iteration's token.
+            data = self._with_retries(path, lambda: self._request(path, params={"access_token": token, **(query or {})},  # noqa: B023
                                                                   json_body=json_body, files=files),
                                       repeatable=repeatable)
             code = int(data.get("errcode") or 0)
@@ -486,7 +491,7 @@ class WeChatPublisher:
 
     # --- the state machine ------------------------------------------------------
 
-    def _update(self, row_id: int, **values) -> Publication:
+    def _update(self, row_id: int, **values: Any) -> Publication:
         with self.ledger.write() as s:
             row = s.get(Publication, row_id)
             for k, v in values.items():
@@ -514,7 +519,7 @@ class WeChatPublisher:
             row = self._poll(row, deadline, verify)
         return row
 
-    def _settle_lost_submit(self, row: Publication, article: Article, verify) -> Publication:
+    def _settle_lost_submit(self, row: Publication, article: Article, verify: Callable[[Published], str | None]) -> Publication:
         """A submit whose publish_id was never recorded: adopt the article it made, or wait, or allow a resubmit."""
         lookup = self.find_published(row, article.title)
         if lookup is not None and lookup[1]:
@@ -566,7 +571,7 @@ class WeChatPublisher:
         return self._update(row.id, publish_id=publish_id, status="submitted", submitted_at=utcnow(),
                             verification=f"submitted: publish task {publish_id}")
 
-    def _poll(self, row: Publication, deadline: float, verify) -> Publication:
+    def _poll(self, row: Publication, deadline: float, verify: Callable[[Published], str | None]) -> Publication:
         pause = self.wc.poll_interval_s
         while True:
             status, url, article_id, fail = self.status(row.publish_id)
@@ -597,7 +602,7 @@ class WeChatPublisher:
 
     # The synchronous Publisher protocol, for the callers that use it.
 
-    def publish(self, **_kwargs) -> Published:
+    def publish(self, **_kwargs: Any) -> Published:
         raise CapabilityError("wechat publishes asynchronously: the publish capability drives it through advance()")
 
     def find(self, *, key: str, slug: str) -> Published | None:
