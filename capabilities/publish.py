@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -51,17 +50,7 @@ from pipeline.verify import check_url, host_allowed
 
 log = logging.getLogger(__name__)
 
-# Test-only fault injection, read from the environment so a test can arm it in
-# a subprocess: "crash_after_platform_call" kills the process (exit 137, as
-# SIGKILL would) after the platform holds the post and before the ledger knows.
-# tests/test_crash.py uses it; nothing else may set it.
-FAULT_ENV = "PIPELINE_FAULT"
 RECOVERED = "recovered after crash"
-
-
-def _fault_point(name: str) -> None:
-    if os.environ.get(FAULT_ENV) == name:
-        os._exit(137)  # no cleanup, no commit: exactly what a kill -9 leaves behind
 
 
 def _result(p: Publication, **extra: Any) -> dict:
@@ -293,7 +282,6 @@ def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned
     note = "ok (adopted the post an earlier attempt made)" if published else "ok"
     if published is None:
         published = _call_platform(ctx, publisher, row.id, key, slug, article)
-    _fault_point("crash_after_platform_call")
 
     problem = _verify(ctx.cfg, publisher, published, article.content_hash)
     row = _settle(ctx.ledger, row.id, published, problem, note)

@@ -105,12 +105,6 @@ def _alert_and_mark(ledger: Ledger, alerter: Alerter, channel: str, by_run: str 
         s.add(ex)
 
 
-def _fault_point(name: str) -> None:
-    from capabilities.publish import _fault_point as fault
-
-    fault(name)
-
-
 def reconciliations(ledger: Ledger, channel: str | None = None, since: datetime | None = None,
                     until: datetime | None = None) -> list[dict]:
     """Registrations made by reconciliation (newest last), with what they completed."""
@@ -162,7 +156,6 @@ def reconcile(cfg: Config, ledger: Ledger, alerter: Alerter, *, channel: str, ru
             continue
         done, execution_id = made
         log.warning("reconciled: %s", done.line())
-        _fault_point("crash_after_reconcile_commit")
         _alert_and_mark(ledger, alerter, channel, run_id, execution_id, done)
         registered.append(done)
     return registered

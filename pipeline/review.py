@@ -40,12 +40,6 @@ from .models import Article, Publication, Registration, Report, Review, Run, utc
 CALL_PREFIX = "review:"
 
 
-def _fault(name: str) -> None:
-    from capabilities.publish import _fault_point
-
-    _fault_point(name)
-
-
 def write_preview(cfg: Config, run_id: str, article: Article) -> Path:
     """The would-be post as a page of a one-post local site under ``preview_dir/<run>``; returns the page's path."""
     from .content import slugify
@@ -193,7 +187,6 @@ def approve(cfg: Config, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewVi
                               f"{current.reason}")
         if current.completed:
             return current, False
-        _fault("crash_after_approval")
         _complete(cfg, ledger, run_id, current.decided_by or by)
     return show(ledger, run_id), True
 

@@ -29,10 +29,6 @@ def requested() -> bool:
     return _stop.is_set()
 
 
-def request() -> None:
-    _stop.set()
-
-
 def reset() -> None:
     _stop.clear()
 

@@ -111,12 +111,6 @@ def _aware(dt: datetime | None) -> datetime | None:
     return None if dt is None else (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc))
 
 
-def _fault(name: str) -> None:
-    from capabilities.publish import _fault_point
-
-    _fault_point(name)
-
-
 class WeChatError(CapabilityError):
     """An errcode the platform answered with: the call was refused, nothing was done."""
 
@@ -544,11 +538,9 @@ class WeChatPublisher:
     def _submit(self, row: Publication, article: Article) -> Publication:
         if not row.cover_id:
             cover = self.upload_cover(row.idempotency_key)
-            _fault("wechat_after_cover")
             row = self._update(row.id, cover_id=cover)
         if not row.draft_id:
             draft = self.add_draft(article, row.cover_id)
-            _fault("wechat_after_draft")
             row = self._update(row.id, draft_id=draft)
         # From this commit on, a publish task may exist that only batchget can reveal.
         row = self._update(row.id, submit_started_at=utcnow(), verification="submitting")
@@ -567,7 +559,6 @@ class WeChatPublisher:
             # Refused credentials, spent quota or budget, or never reached the platform: no task was made.
             self._update(row.id, submit_started_at=None, verification=f"{type(exc).__name__}: {exc}")
             raise
-        _fault("wechat_after_submit")
         return self._update(row.id, publish_id=publish_id, status="submitted", submitted_at=utcnow(),
                             verification=f"submitted: publish task {publish_id}")
 
@@ -576,7 +567,6 @@ class WeChatPublisher:
         while True:
             status, url, article_id, fail = self.status(row.publish_id)
             if status == 0 and url:
-                _fault("wechat_after_published")
                 published = Published(url=url, remote_id=article_id, key=row.idempotency_key,
                                       content_hash=row.content_hash)
                 problem = verify(published)
@@ -584,7 +574,6 @@ class WeChatPublisher:
                                     remote_id=article_id, verified_at=None if problem else utcnow(),
                                     verification=f"publish_status 0; {problem}" if problem else "publish_status 0")
             if status in STATUS and status not in (0, 1):
-                _fault("wechat_after_failed")
                 return self._update(row.id, status="failed", remote_id=article_id or row.remote_id,
                                     verification=f"publish_status {status}: {STATUS[status]}{fail}")
             left = deadline - time.monotonic()
