@@ -15,8 +15,8 @@ APScheduler 3 with:
 * a pool as wide as the channel list, so channels due together run
   concurrently; each run still takes its channel's flock, shared with cron.
   Threads by default: runs share one model client and one ledger engine,
-  and a run's ~0.2 s of Python CPU leaves room for 20 runs inside the time
-  they spend waiting on the model. ``[daemon] executor = "process"`` uses a
+  and a run spends most of its time waiting on the model, not on Python CPU
+  (``bench/bench_channels.py``). ``[daemon] executor = "process"`` uses a
   pool of worker processes instead, started and warmed (litellm imported)
   when the daemon starts, each keeping its model for every run it serves.
 

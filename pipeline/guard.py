@@ -1,6 +1,5 @@
 """The guard: compares what the model said with what the ledger holds.
 
-This is smolagents' ``_validate_final_answer`` made about business state.
 When the model ends a turn without tool calls, ``Guard.review`` reads the
 run's facts *from the ledger* (never from model text) and decides:
 

@@ -1,7 +1,7 @@
 """The ledger: the one write path to the system's record of what it did.
 
 Every write goes through ``Ledger.write()``, which opens a transaction with
-``BEGIN IMMEDIATE`` on SQLite (as datasette does) so two processes never both
+``BEGIN IMMEDIATE`` on SQLite so two processes never both
 believe they hold the next registration number; the context manager returns
 only after COMMIT, so a caller that reports success after it really has
 durable rows. SQLite runs in WAL mode with ``synchronous=FULL`` and a busy

@@ -7,8 +7,7 @@ the share of model turns that were prose only (no tool call), nudges per run,
 claims the guard did not verify (by capability and verdict), tool calls
 written as text, stuck runs (ended ``incomplete``: the model never produced
 the required facts), p50/p95 turn latency and tokens. A handful of grouped
-queries, so a 10,000-run ledger answers in well under a second
-(``bench/bench_stats.py``).
+queries, so the command stays fast on a large ledger (``bench/bench_stats.py``).
 """
 
 from __future__ import annotations

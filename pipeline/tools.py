@@ -1,7 +1,7 @@
 """Capabilities as tools: declared from a function's signature, run by one dispatcher.
 
 A capability is a plain function ``fn(ctx, arg: Annotated[type, "description"], …)``
-whose docstring is the tool description the model sees (as in simonw/llm).
+whose docstring is the tool description the model sees.
 ``@capability`` builds a pydantic model from the signature, so the JSON schema
 offered to the model and the validation applied to its arguments are the same
 object. A capability without a docstring, or with an undescribed argument,
