@@ -20,6 +20,7 @@ it arms the point named in the environment, then runs the CLI with ARGS.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -62,16 +63,16 @@ def arm(name: str | None = None) -> None:
     if not name:
         return
     if name == "crash_after_platform_call":
-        from capabilities import publish
+        publish = importlib.import_module("capabilities.publish")  # the package exports the capability as publish
 
         _after(publish, "_call_platform")
         _after(publish, "_find_earlier", lambda found: found is not None)
     elif name == "crash_after_approval":
-        from pipeline import review
+        review = importlib.import_module("pipeline.review")
 
         _before(review, "_complete")
     elif name == "crash_after_reconcile_commit":
-        from pipeline import reconcile
+        reconcile = importlib.import_module("pipeline.reconcile")
 
         _after(reconcile, "_register", lambda made: made is not None)
     elif name.startswith("wechat_after_"):
