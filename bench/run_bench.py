@@ -1,6 +1,6 @@
 """Runs the benchmarks in bench/ (``make bench``): by default the quick ones, each at its own defaults.
 
-    .venv/bin/python bench/run_bench.py             # the default set (no model, no servers; a few minutes)
+    .venv/bin/python bench/run_bench.py             # the default set (no model, no servers; ~1.5 min)
     .venv/bin/python bench/run_bench.py --list      # every benchmark, what it needs, how long it takes
     .venv/bin/python bench/run_bench.py stats topic # these only
     .venv/bin/python bench/run_bench.py channels -- --channels 5   # one, with its own arguments
@@ -35,11 +35,11 @@ class Bench:
 
 BENCHES = [
     Bench("claims", "bench_claims.py", "nothing", "seconds", quick=True),
-    Bench("validate", "bench_validate.py", "nothing", "< 1 min", quick=True),
-    Bench("ledger_open", "bench_ledger_open.py", "nothing", "< 1 min", quick=True),
-    Bench("cold_start", "bench_cold_start.py", "nothing", "~1 min", quick=True),
-    Bench("stats", "bench_stats.py", "nothing", "~1 min", quick=True),
-    Bench("topic", "bench_topic.py", "nothing", "~1 min", quick=True),
+    Bench("validate", "bench_validate.py", "nothing", "~10 s", quick=True),
+    Bench("ledger_open", "bench_ledger_open.py", "nothing", "~5 s", quick=True),
+    Bench("cold_start", "bench_cold_start.py", "nothing", "~45 s", quick=True),
+    Bench("stats", "bench_stats.py", "nothing", "~10 s", quick=True),
+    Bench("topic", "bench_topic.py", "nothing", "~20 s", quick=True),
     Bench("channels", "bench_channels.py", "nothing (the scripted model)", "a few min"),
     Bench("deadlines", "bench_deadlines.py", "nothing (local stuck servers)", "several min"),
     Bench("wechat_crash", "bench_wechat_crash.py", "nothing (the WeChat fake)", "~2 min per transition"),
