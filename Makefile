@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast test-packages bench lock clean migration
+.PHONY: run test test-fast lint test-packages bench lock clean migration
 
 # Debian packages of the real-WordPress test tier (tests/realwp.py; it uses the MariaDB on 127.0.0.1:3306,
 # see PIPELINE_TEST_MYSQL, or starts its own when mariadb-server is installed). Installed by `make test` when running as root and missing;
@@ -28,12 +28,17 @@ $(STAMP): requirements.lock pyproject.toml
 run: $(STAMP)
 	$(BIN)/pipeline run --config config.toml
 
-test: $(STAMP) test-packages
+test: $(STAMP) test-packages lint
 	$(BIN)/python -m pytest
 
 # The fast tier: no CLI or daemon subprocess, no litellm, no service, no real platform (markers in pyproject.toml).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not litellm and not services and not local and not wordpress"
+
+# ruff and mypy, configured in pyproject.toml; `make test` runs this first.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 test-packages:
 	@if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then \

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pipeline.claims import VERIFIED, ClaimFound, ClaimRules  # noqa: E402
-from pipeline.registry import lexicons
+from pipeline.registry import lexicons  # noqa: E402
 
 CORPUS = REPO / "bench" / "corpus" / "claims.txt"
 URL = "http://127.0.0.1:8765/posts/sqlite-wal.html"
@@ -42,7 +42,7 @@ TOPIC = "Why SQLite WAL mode matters"
 
 _chain = [("topic", TOPIC), ("draft", 12), ("humanize", 78.4), ("publish", URL), ("register", "CT-20261130-003"), ("report", 5)]
 PROFILES: dict[str, dict[str, list]] = {"none": {}}
-for i, (cap, value) in enumerate(_chain):
+for i, (cap, _value) in enumerate(_chain):
     PROFILES[{"topic": "topic", "draft": "draft", "humanize": "humanized", "publish": "published",
               "register": "registered", "report": "all"}[cap]] = {c: [v] for c, v in _chain[:i + 1]}
 PROFILES["lowscore"] = {"topic": [TOPIC], "draft": [12], "humanize": [41.6]}

@@ -56,7 +56,7 @@ def main() -> None:
         for cmd in COMMANDS:
             timed([exe, *cmd], project)  # warm the page cache: "cold" means a new process, not a cold disk
             load = os.getloadavg()[0]
-            walls, cpus = zip(*(timed([exe, *cmd], project) for _ in range(args.repeat)))
+            walls, cpus = zip(*(timed([exe, *cmd], project) for _ in range(args.repeat)), strict=True)
             results[" ".join(cmd[:3] if cmd[0] != "claims" else cmd[:2])] = {
                 "wall_median_s": round(statistics.median(walls), 3), "cpu_median_s": round(statistics.median(cpus), 3),
                 "wall_min_s": round(min(walls), 3), "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)]}

@@ -47,7 +47,8 @@ class TimedModel(ChatModel):
         reply = super().complete(messages, tools=tools, response_format=response_format, max_tokens=max_tokens, **sampling)
         self.calls.append((kind, time.perf_counter() - started, reply.completion_tokens))
         if os.environ.get("BENCH_DEBUG"):
-            print(f"{kind:9} {time.perf_counter() - started:5.1f}s prompt {reply.prompt_tokens} completion {reply.completion_tokens}", file=sys.stderr)
+            print(f"{kind:9} {time.perf_counter() - started:5.1f}s prompt {reply.prompt_tokens} "
+                  f"completion {reply.completion_tokens}", file=sys.stderr)
         return reply
 
 

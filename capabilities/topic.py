@@ -173,7 +173,7 @@ class Repeats:
         # k for every title at once: delete the candidate's characters, measure what is left.
         foreign = map(len, self._joined.translate({ord(c): None for c in set(norm)}).split("\n"))
         bound = difflib.SequenceMatcher(None, "", norm)  # norm as seq2: its counts are built once
-        for p, la, k in zip(self._titles, self._lengths, foreign):
+        for p, la, k in zip(self._titles, self._lengths, foreign, strict=False):
             if 2 * min(la - k, lb) < t * (la + lb):
                 continue
             bound.set_seq1(p)

@@ -28,7 +28,7 @@ import logging
 import re
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import deadline, registry, shutdown
 from .config import AgentConfig
@@ -44,6 +44,11 @@ from .locks import lost_lock
 from .messages import ToolCall
 from .states import GuardAction, GuardKind
 from .tools import RunContext, Toolbox
+
+if TYPE_CHECKING:
+    from .llm import Reply
+    from .models import Turn
+    from .tools import ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +145,7 @@ class AgentLoop:
             raise AgentIncompleteError(set(review.missing), f"max_turns {self.cfg.max_turns} reached")
         return review
 
-    def _repeated_failure(self, turn, messages: list[dict[str, Any]], tool: str, error: str, count: int) -> None:
+    def _repeated_failure(self, turn: Turn, messages: list[dict[str, Any]], tool: str, error: str, count: int) -> None:
         """Same tool, same error, again: say what to do next; past ``stuck_after`` end the run as stuck."""
         ledger, run_id = self.ctx.ledger, self.ctx.run_id
         step = self.guard.next_step(run_id)
@@ -170,7 +175,7 @@ class AgentLoop:
         self.observer.escalated()
         return True
 
-    def _constrained_turn(self, messages: list[dict[str, Any]]):
+    def _constrained_turn(self, messages: list[dict[str, Any]]) -> Reply:
         """One turn asked as a JSON-schema constrained decision; the answer comes back as tool calls."""
         from .constrained import (
             constrained_response_format,
@@ -184,7 +189,7 @@ class AgentLoop:
         content, calls = parse_constrained(reply.text)
         return replace(reply, text=content, tool_calls=[ToolCall.from_openai(c) for c in calls])
 
-    def _naive_end(self, review: Review, turn) -> Review:
+    def _naive_end(self, review: Review, turn: Turn) -> Review:
         """Guard off: stop at the first turn without tool calls, judge by the ledger alone."""
         if review.kind:
             self.ctx.ledger.record_guard_event(self.ctx.run_id, turn, review.kind, GuardAction.OFF, 0, "guard disabled: no nudge")
@@ -200,7 +205,7 @@ class AgentLoop:
         raise AgentIncompleteError(set(review.missing), reason)
 
 
-def _failure(tool: str, result) -> tuple[tuple[str, str], str] | None:
+def _failure(tool: str, result: ToolResult) -> tuple[tuple[str, str], str] | None:
     """``((tool, error pattern), error)`` when a call did not move the run forward, else None.
 
     Digits are blanked so "no article 5" and "no article 6" are the same mistake. A call that

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from typing import Any
 
 import httpx
@@ -62,7 +63,7 @@ def alert_text(channel: str, run_id: str | None, outcome: str, detail: str | Non
     return shown("\n".join(lines))
 
 
-def ping_rid(run_id: str):
+def ping_rid(run_id: str) -> uuid.UUID:
     """The UUID healthchecks.io wants as ``rid``, derived from (and stable for) a run id."""
     import uuid
 

@@ -21,9 +21,13 @@ from __future__ import annotations
 import logging
 import os
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
 from .errors import ChannelLocked, LedgerError, PipelineError, TickAlreadyRun
+
+if TYPE_CHECKING:
+    from .config import Config
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ def make_app(cfg):
     max_retries = cfg.engine.max_retries
 
     @app.task(name=TASK, bind=True, max_retries=max_retries)
-    def run_tick(self, channel: str, scheduled_for: str) -> dict:
+    def run_tick(self: Any, channel: str, scheduled_for: str) -> dict:
         try:
             return execute_tick(channel, datetime.fromisoformat(scheduled_for))
         except LedgerError as exc:  # the ledger's server went away: nothing half-written; try again
@@ -60,7 +64,7 @@ def make_app(cfg):
     return app
 
 
-def send_tick(app, cfg, channel: str, scheduled_for: datetime) -> None:
+def send_tick(app: Any, cfg: Config, channel: str, scheduled_for: datetime) -> None:
     """Queue one firing. Sending twice is harmless: the run claims its tick once."""
     app.send_task(TASK, args=[channel, scheduled_for.isoformat()], queue=cfg.engine.queue,
                   task_id=f"{channel}@{scheduled_for.isoformat()}")
@@ -99,13 +103,13 @@ def worker_main(config_path: str, concurrency: int, loglevel: str = "WARNING") -
                      f"--hostname=pipeline-{os.getpid()}@%h"])
 
 
-def workers_seen(app, timeout_s: float = 1.0) -> list[str]:
+def workers_seen(app: Any, timeout_s: float = 1.0) -> list[str]:
     """Names of the workers that answered a ping."""
     replies = app.control.inspect(timeout=timeout_s).ping() or {}
     return sorted(replies)
 
 
-def queue_depth(app, queue: str) -> int:
+def queue_depth(app: Any, queue: str) -> int:
     """Messages waiting in ``queue`` (not those a worker holds)."""
     from amqp.exceptions import NotFound
     from kombu.exceptions import ChannelError

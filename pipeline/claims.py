@@ -199,7 +199,7 @@ class ClaimRules:
         # … the registration is in place").
         marked = _MARK_DONE.search(bare)
         steps = sorted((m.start(), m.end(), cap) for cap, rx in self.en_steps.items() for m in rx.finditer(bare))
-        for i, (_, end, cap) in enumerate(steps):
+        for i, (_, _end, cap) in enumerate(steps):
             if cap in found:
                 continue
             if marked:
@@ -340,7 +340,7 @@ def _json_spans(text: str) -> list[tuple[int, int, Any]]:
 
 
 def _is_tool_call(obj: Mapping[str, Any]) -> bool:
-    fn = obj.get("function") if isinstance(obj.get("function"), Mapping) else obj
+    fn = obj["function"] if isinstance(obj.get("function"), Mapping) else obj
     return any(k in fn for k in ("name", "tool", "tool_name")) and any(k in fn for k in ("arguments", "parameters", "args"))
 
 
@@ -387,7 +387,7 @@ def normalise_layout(text: str, step_name: re.Pattern[str]) -> str:
                 header = cells if sum(bool(step_name.search(c)) for c in cells) >= 2 else None
                 continue
             if header and len(header) == len(cells):
-                line = " | ".join(f"{h}: {c}" for h, c in zip(header, cells))
+                line = " | ".join(f"{h}: {c}" for h, c in zip(header, cells, strict=True))
             else:
                 line = f"{cells[0]}: {' '.join(cells[1:])}"
         elif not line.startswith("|"):
@@ -444,7 +444,7 @@ def text_tool_calls(text: str, tool_names: Iterable[str]) -> list[str]:
         except ValueError:
             obj = None
         if isinstance(obj, dict):
-            fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
+            fn = obj["function"] if isinstance(obj.get("function"), dict) else obj
             name = fn.get("name") or fn.get("tool") or obj.get("tool_name")
             candidates = [name] if isinstance(name, str) else []
         elif obj is None and _CALL_SHAPE.search(candidate):

@@ -13,11 +13,20 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .config import Config
+    from .ledger import Ledger
+    from .reader import LedgerReader
+    from .runner import RunOutcome
 
 from .errors import ConfigError, PipelineError
 from .events import Nudge, RunObserver
@@ -60,7 +69,8 @@ class _LazyConsole:
     """A Rich console made on first use: ``--help`` and ``--json`` never import Rich."""
 
     def __init__(self, **kwargs: Any) -> None:
-        self._kwargs, self._console = kwargs, None
+        self._kwargs = kwargs
+        self._console: Console | None = None
 
     def __getattr__(self, name: str) -> Any:
         if self._console is None:
@@ -74,7 +84,7 @@ class _LazyConsole:
 out: Any = _LazyConsole(soft_wrap=True)
 err: Any = _LazyConsole(stderr=True, soft_wrap=True)
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="Config file (default: $PIPELINE_CONFIG, else ./config.toml).")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file (default: $PIPELINE_CONFIG, else ./config.toml).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
@@ -93,7 +103,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 @contextmanager
-def _clean_errors(code_on_error: int | None = None):
+def _clean_errors(code_on_error: int | None = None) -> Iterator[None]:
     """One line on stderr and the documented exit code, instead of a traceback."""
     try:
         yield
@@ -131,14 +141,14 @@ def _project_config(cfg_path: Path | None) -> config_mod.Config:
     return config_mod.load(cfg_path)
 
 
-def _ledger(cfg_path: Path | None):
+def _ledger(cfg_path: Path | None) -> tuple[Config, Ledger]:
     from .ledger import Ledger
 
     cfg = _project_config(cfg_path)
     return cfg, Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
 
 
-def _reader(cfg_path: Path | None):
+def _reader(cfg_path: Path | None) -> tuple[Config, LedgerReader]:
     """Read-only: never creates or migrates a ledger (a missing one is a LedgerError, exit 2)."""
     from .reader import LedgerReader
 
@@ -146,7 +156,7 @@ def _reader(cfg_path: Path | None):
     return cfg, LedgerReader(cfg.ledger_url)
 
 
-def _reader_if_any(cfg_path: Path | None):
+def _reader_if_any(cfg_path: Path | None) -> Any:
     """Like ``_reader``, but a SQLite ledger not created yet is None (nothing has run, so nothing to list)."""
     from .reader import LedgerReader, sqlite_path
 
@@ -182,7 +192,7 @@ class _Progress(RunObserver):
     """Prints each step as it happens. Tool names, titles and model text are untrusted: shown inertly."""
 
     def __init__(self) -> None:
-        self.status: Any = None
+        self.status: Any = None  # a rich Status while a tool runs
         self.started_at = 0.0
 
     def started(self, run_id: str, model: str, channel: str) -> None:
@@ -202,7 +212,8 @@ class _Progress(RunObserver):
             self.status.stop()
         took = f"{time.perf_counter() - self.started_at:6.1f}s"
         if ok:
-            shown = {k: v for k, v in payload.items() if k in ("title", "article_id", "score", "url", "registration_no", "publication_id", "replayed")}
+            keys = ("title", "article_id", "score", "url", "registration_no", "publication_id", "replayed")
+            shown = {k: v for k, v in payload.items() if k in keys}
             out.print(f"  [green]✓[/] {safe(name):<9} {took}  {safe(json.dumps(shown, ensure_ascii=False))}", highlight=False)
         else:
             out.print(f"  [red]✗[/] {safe(name):<9} {took}  {safe(payload.get('error'))}", highlight=False)
@@ -220,7 +231,7 @@ class _Progress(RunObserver):
         out.print(f"  [yellow]![/] guard: {nudge.kind} — {safe(what)}; nudge {nudge.n}/{nudge.limit}", highlight=False)
 
 
-def _print_summary(ledger, outcome) -> None:
+def _print_summary(ledger: LedgerReader, outcome: RunOutcome) -> None:
     from .reports import run_summary
 
     s = run_summary(ledger, outcome.run_id)
@@ -237,7 +248,7 @@ def _print_summary(ledger, outcome) -> None:
 
 @app.command()
 def run(config: ConfigOpt = None,
-        channel: Annotated[Optional[str], typer.Option(help="Channel to run (needed when [[channels]] declares several).")] = None,
+        channel: Annotated[str | None, typer.Option(help="Channel to run (needed when [[channels]] declares several).")] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Everything but the platform call: the would-be post goes "
                                               "to the preview directory (publish.preview_dir).")] = False) -> None:
@@ -379,7 +390,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
 
 @app.command()
 def report(config: ConfigOpt = None,
-           day: Annotated[Optional[str], typer.Option("--date", help="YYYY-MM-DD in [register] timezone (default: today).")] = None,
+           day: Annotated[str | None, typer.Option("--date", help="YYYY-MM-DD in [register] timezone (default: today).")] = None,
            send: Annotated[bool, typer.Option("--send", help="Also deliver it: write the Markdown file under [report] markdown_dir "
                                                             "and post to the report webhook, as configured.")] = False,
            as_json: JsonOpt = False) -> None:
@@ -425,7 +436,8 @@ def report(config: ConfigOpt = None,
 
 @app.command()
 def stats(config: ConfigOpt = None,
-          since: Annotated[Optional[str], typer.Option("--since", help="Runs started since: 7d, 24h, 30m, 2w or an ISO date/time (default: all).")] = None,
+          since: Annotated[str | None, typer.Option("--since", help="Runs started since: 7d, 24h, 30m, 2w or an ISO date/time "
+                                                                "(default: all).")] = None,
           as_json: JsonOpt = False) -> None:
     """Per-model reliability: runs and outcomes, prose-only turns, nudges, hallucinations, text tool calls,
     stuck runs, p50/p95 turn latency, tokens. Which model to stop using."""
@@ -464,7 +476,7 @@ def stats(config: ConfigOpt = None,
 
 @app.command()
 def serve(config: ConfigOpt = None,
-          port: Annotated[Optional[int], typer.Option(help="Port (default: the one in [publish.local] base_url).")] = None) -> None:
+          port: Annotated[int | None, typer.Option(help="Port (default: the one in [publish.local] base_url).")] = None) -> None:
     """Preview the local site on 127.0.0.1 (Ctrl-C to stop)."""
     from http.server import ThreadingHTTPServer
     from urllib.parse import urlsplit
@@ -518,7 +530,7 @@ def _print_claims(claims: list[dict[str, Any]]) -> None:
 
 @ledger_app.command("diff")
 def ledger_diff(config: ConfigOpt = None,
-                run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: the latest run).")] = None,
+                run_id: Annotated[str | None, typer.Option("--run", help="Run id (default: the latest run).")] = None,
                 as_json: JsonOpt = False) -> None:
     """Claims the model made beside the facts the ledger holds. Exit 0 clean, 1 hallucinations, 2 trouble."""
     from .diff import run_diff
@@ -573,7 +585,7 @@ def _cut(text: str, full: bool, limit: int = 400) -> str:
     return f"{text[:limit]} … ({len(text) - limit} more chars; --full shows all)"
 
 
-def _show_data(reader, run) -> dict[str, Any]:
+def _show_data(reader: LedgerReader, run: Any) -> dict[str, Any]:
     turns, executions, guard = reader.turns(run.id), reader.executions(run.id), reader.guard_events(run.id)
     answered = [t for t in turns if t.role == "assistant"]
     latencies = [t.latency_ms for t in answered if t.latency_ms is not None]
@@ -587,7 +599,7 @@ def _show_data(reader, run) -> dict[str, Any]:
         "nudges": run.nudges,
     }
 
-    def plain(row) -> dict[str, Any]:
+    def plain(row: Any) -> dict[str, Any]:
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in vars(row).items()}
 
     return {"run": plain(run), "turns": [plain(t) for t in turns], "executions": [plain(e) for e in executions],
@@ -595,8 +607,8 @@ def _show_data(reader, run) -> dict[str, Any]:
 
 
 @ledger_app.command("show")
-def ledger_show(run_arg: Annotated[Optional[str], typer.Argument(metavar="[RUN_ID]", help="Run id (default: the latest run).")] = None,
-                run_id: Annotated[Optional[str], typer.Option("--run", help="Run id, as `ledger diff` takes it.")] = None,
+def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]", help="Run id (default: the latest run).")] = None,
+                run_id: Annotated[str | None, typer.Option("--run", help="Run id, as `ledger diff` takes it.")] = None,
                 config: ConfigOpt = None,
                 full: Annotated[bool, typer.Option("--full", help="Print every message in full (prompts included).")] = False,
                 as_json: JsonOpt = False) -> None:
@@ -658,7 +670,8 @@ def ledger_show(run_arg: Annotated[Optional[str], typer.Argument(metavar="[RUN_I
 def ledger_migrate(config: ConfigOpt = None,
                    to: Annotated[str, typer.Option("--to", help="Target revision (default: head); an older one downgrades.")] = "head",
                    sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead of running it.")] = False,
-                   downgrade: Annotated[bool, typer.Option("--downgrade", help="Allow --to an older revision (drops what later ones added).")] = False) -> None:
+                   downgrade: Annotated[bool, typer.Option("--downgrade",
+                                                       help="Allow --to an older revision (drops what later ones added).")] = False) -> None:
     """Migrate the ledger's schema explicitly (every open also migrates to head)."""
     from . import migrations
     from .ledger import Ledger
@@ -704,8 +717,9 @@ def ledger_check(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option
 
 @claims_app.command("check")
 def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' reads standard input.")],
-                 facts: Annotated[Optional[Path], typer.Option("--facts", help='JSON: {"publish": {"url": …}, "register": {"registration_no": …}, "humanize": {"score": 77}, "draft": {}}')] = None,
-                 run_id: Annotated[Optional[str], typer.Option("--run", help="Judge against the facts this run recorded in the ledger.")] = None,
+                 facts: Annotated[Path | None, typer.Option("--facts", help='JSON: {"publish": {"url": …}, "register": {"registration_no": …}, '
+                                                                      '"humanize": {"score": 77}, "draft": {}}')] = None,
+                 run_id: Annotated[str | None, typer.Option("--run", help="Judge against the facts this run recorded in the ledger.")] = None,
                  config: ConfigOpt = None,
                  as_json: JsonOpt = False) -> None:
     """What the guard would extract from TEXT and, given --facts or --run, each claim's verdict.
@@ -766,7 +780,7 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
 
 # --- review -------------------------------------------------------------------------
 
-ChannelOpt = Annotated[Optional[str], typer.Option(help="Channel (needed when [[channels]] declares several).")]
+ChannelOpt = Annotated[str | None, typer.Option(help="Channel (needed when [[channels]] declares several).")]
 
 
 @review_app.command("list")
@@ -814,7 +828,7 @@ def review_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: 
     out.print("\n".join(lines), markup=False, highlight=False)
 
 
-def _review_cfg(config, ledger_cfg, run_id: str):
+def _review_cfg(config: Path | None, ledger_cfg: tuple[Config, Ledger], run_id: str) -> tuple[Config, Ledger]:
     """The config of the run's channel: publish must go where that channel publishes."""
     from .models import Run
 
@@ -828,7 +842,7 @@ def _review_cfg(config, ledger_cfg, run_id: str):
 
 @review_app.command("approve")
 def review_approve(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
-                   by: Annotated[Optional[str], typer.Option("--by", help="Approver (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
+                   by: Annotated[str | None, typer.Option("--by", help="Approver (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
     """Approve a held article: publish, register and report it now, exactly once. Exit 75 while its channel runs."""
     from .errors import ChannelLocked
     from .review import approve, reviewer
@@ -850,7 +864,7 @@ def review_approve(run_id: Annotated[str, typer.Argument(help="Run id.")], confi
 def review_reject(run_id: Annotated[str, typer.Argument(help="Run id.")],
                   reason: Annotated[str, typer.Option("--reason", help="Why (kept in the ledger).")],
                   config: ConfigOpt = None,
-                  by: Annotated[Optional[str], typer.Option("--by", help="Reviewer (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
+                  by: Annotated[str | None, typer.Option("--by", help="Reviewer (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
     """Reject a held article: nothing is published; the run is recorded rejected."""
     from .review import reject, reviewer
 

@@ -1,7 +1,7 @@
 """Tool calls as one constrained JSON object: reliable tool use from models that ignore ``tools``.
 
 Small models asked through the OpenAI ``tools`` route mostly answer in prose
-(Qwen2.5-Coder-1.5B: 0 parsed calls). Forced by a JSON schema to emit either
+(see README, "The embedded model"). Forced by a JSON schema to emit either
 one call of an offered tool or a final answer, and told which tools have not
 run yet, the same model makes the right call at each step. This module is that
 translation and nothing else, provider-neutral: the embedded local model always
@@ -14,7 +14,7 @@ that honours ``response_format`` json_schema to it:
     reply    -> parse_constrained(text) -> (content, OpenAI-style tool_calls)
 
 The decision prompt lists tools as ``name(arg, …)`` only: the grammar already
-enforces names and argument types, and every prompt token costs ~20 ms on CPU.
+enforces names and argument types, and every prompt token costs time on CPU.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ APScheduler 3 with:
 * a pool as wide as the channel list, so channels due together run
   concurrently; each run still takes its channel's flock, shared with cron.
   Threads by default: runs share one model client and one ledger engine,
-  and a run's ~0.2 s of Python CPU leaves room for 20 runs inside the time
-  they spend waiting on the model. ``[daemon] executor = "process"`` uses a
+  and a run spends most of its time waiting on the model, not on Python CPU
+  (``bench/bench_channels.py``). ``[daemon] executor = "process"`` uses a
   pool of worker processes instead, started and warmed (litellm imported)
   when the daemon starts, each keeping its model for every run it serves.
 
@@ -33,8 +33,10 @@ import os
 import signal
 import threading
 import time
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
 from . import shutdown
@@ -43,6 +45,9 @@ from .errors import ChannelLocked, PipelineError, TickAlreadyRun
 from .events import RunObserver
 from .locks import hold
 from .scheduling import make_trigger
+
+if TYPE_CHECKING:
+    from .config import Config
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +81,7 @@ def _ledger_for(cfg):
         return _ledgers[cfg.ledger_url]
 
 
-def due_tick(cfg, now: datetime | None = None) -> datetime | None:
+def due_tick(cfg: Config, now: datetime | None = None) -> datetime | None:
     """The firing a job started now serves: the channel's latest fire time at or before now."""
     from datetime import timezone
 
@@ -193,7 +198,7 @@ def _warm() -> int:
     return os.getpid()
 
 
-def pool_size(cfg) -> int:
+def pool_size(cfg: Config) -> int:
     if cfg.daemon.workers:
         return cfg.daemon.workers
     if cfg.llm.model.startswith("local"):
@@ -209,7 +214,7 @@ def _executor(cfg):
     return ProcessPoolExecutor(max_workers=pool_size(cfg), pool_kwargs={"initializer": _worker_init})
 
 
-def warm(scheduler) -> None:
+def warm(scheduler: Any) -> None:
     """Start every worker process now, so the first tick does not pay for imports."""
     pool = scheduler._lookup_executor("default")._pool
     n = getattr(pool, "_max_workers", 1)
@@ -218,12 +223,12 @@ def warm(scheduler) -> None:
         f.result()
 
 
-def _workers(scheduler) -> list[int]:
+def _workers(scheduler: Any) -> list[int]:
     pool = scheduler._lookup_executor("default")._pool
     return list(getattr(pool, "_processes", {}) or {})
 
 
-def _signal_workers(scheduler, sig=signal.SIGTERM) -> None:
+def _signal_workers(scheduler: Any, sig: signal.Signals = signal.SIGTERM) -> None:
     for pid in _workers(scheduler):
         try:
             os.kill(pid, sig)
@@ -231,7 +236,7 @@ def _signal_workers(scheduler, sig=signal.SIGTERM) -> None:
             pass
 
 
-def _mark_interrupted(cfg) -> None:
+def _mark_interrupted(cfg: Config) -> None:
     """Mark runs left ``running`` as interrupted: ours, and any whose channel lock nobody holds any more."""
     from sqlmodel import select
 
@@ -255,7 +260,7 @@ def _mark_interrupted(cfg) -> None:
             ledger.finish_run(run.id, "interrupted", 130, "daemon forced to exit by a second signal")
 
 
-def build_scheduler(cfg, config_path: str, *, durable: bool = True):
+def build_scheduler(cfg: Config, config_path: str, *, durable: bool = True) -> Any:
     """A paused scheduler with one job per channel; call ``resume()`` to start firing.
 
     ``durable``: keep jobs in a SQLite job store in ``state_dir`` (one daemon per host). Highly
@@ -277,7 +282,7 @@ def build_scheduler(cfg, config_path: str, *, durable: bool = True):
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": cfg.daemon.misfire_grace_time_s},
     )
 
-    def on_missed(event) -> None:
+    def on_missed(event: Any) -> None:
         channel = event.job_id.split(":", 1)[-1]
         log.error("channel %s: run due at %s missed (beyond misfire_grace_time)", channel, event.scheduled_run_time)
         Alerter(cfg.alerts).alert(channel, None, "missed", f"scheduled run at {event.scheduled_run_time} did not happen")
@@ -305,7 +310,7 @@ def build_scheduler(cfg, config_path: str, *, durable: bool = True):
     return scheduler
 
 
-def catch_up(cfg, config_path: str, scheduler, now: datetime | None = None) -> list[tuple[str, datetime]]:
+def catch_up(cfg: Config, config_path: str, scheduler: Any, now: datetime | None = None) -> list[tuple[str, datetime]]:
     """On taking the lead: each channel's latest firing that nobody completed, run (or queued) once.
 
     Only channels with a tick in the ledger count (they were being scheduled), and only
@@ -335,7 +340,7 @@ def catch_up(cfg, config_path: str, scheduler, now: datetime | None = None) -> l
     return due
 
 
-def _leadership(cfg, stopped: threading.Event):
+def _leadership(cfg: Config, stopped: threading.Event) -> AbstractContextManager[Any]:
     """The right to schedule: a flock on this host's job store, or with PostgreSQL the cluster-wide lead.
 
     With PostgreSQL, every daemon but one stands by, trying for the lead every ``standby_poll_s``;
@@ -370,7 +375,7 @@ def _leadership(cfg, stopped: threading.Event):
     return lead()
 
 
-def _watch_lead(conn, cfg, stopped: threading.Event, lost: threading.Event) -> None:
+def _watch_lead(conn: Any, cfg: Config, stopped: threading.Event, lost: threading.Event) -> None:
     """A leader whose session died (server restart, network) may have lost the lead: stop scheduling."""
     while not stopped.wait(cfg.daemon.standby_poll_s):
         try:

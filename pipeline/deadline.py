@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from . import shutdown
 from .errors import DeadlineExceeded, RunInterrupted
@@ -69,7 +69,7 @@ def check(interruptible: bool = True) -> None:
         raise DeadlineExceeded(first[1], first[2])
 
 
-def call(fn: Callable[..., T], *args, interruptible: bool = True, **kwargs) -> T:
+def call(fn: Callable[..., T], *args: Any, interruptible: bool = True, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)``, abandoned when a deadline passes or (if ``interruptible``) a stop is requested."""
     check(interruptible)
     if nearest() is None and not interruptible:
@@ -105,7 +105,7 @@ def sleep(seconds: float) -> None:
         shutdown.wait(min(left, POLL_S * 4))
 
 
-def http(fn: Callable[..., T], *args, total_s: float, interruptible: bool = True, **kwargs) -> T:
+def http(fn: Callable[..., T], *args: Any, total_s: float, interruptible: bool = True, **kwargs: Any) -> T:
     """An HTTP call bounded in *total* by ``total_s`` (httpx's timeout bounds each read only).
 
     Past ``total_s`` it raises ``httpx.ReadTimeout``, so callers treat it as the timeout it is

@@ -9,7 +9,11 @@ the run, caught or not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+    from .reader import LedgerReader
 
 from .facts import Fact
 
@@ -53,7 +57,7 @@ class RunDiff:
                 "hallucinations": [c for c in claims if c["status"] != "verified"]}
 
 
-def run_diff(ledger, run_id: str | None) -> RunDiff | None:
+def run_diff(ledger: Ledger | LedgerReader, run_id: str | None) -> RunDiff | None:
     """``ledger``: a Ledger or a LedgerReader (same read methods)."""
     run = ledger.get_run(run_id)
     if run is None:

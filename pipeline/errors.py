@@ -1,6 +1,6 @@
 """The exception tree, and the exit code each outcome maps to.
 
-Errors split by *who must fix them*, as smolagents does:
+Errors split by *who must fix them*:
 
     PipelineError
      ├── OperatorError                the operator must fix; the run cannot go on

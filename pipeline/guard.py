@@ -1,6 +1,5 @@
 """The guard: compares what the model said with what the ledger holds.
 
-This is smolagents' ``_validate_final_answer`` made about business state.
 When the model ends a turn without tool calls, ``Guard.review`` reads the
 run's facts *from the ledger* (never from model text) and decides:
 
@@ -173,5 +172,4 @@ def _num(x: float | None) -> str:
 
 
 def _dedupe(lines: list[str]) -> list[str]:
-    seen: set[str] = set()
-    return [x for x in lines if not (x in seen or seen.add(x))]
+    return list(dict.fromkeys(lines))

@@ -1,7 +1,7 @@
 """The ledger: the one write path to the system's record of what it did.
 
 Every write goes through ``Ledger.write()``, which opens a transaction with
-``BEGIN IMMEDIATE`` on SQLite (as datasette does) so two processes never both
+``BEGIN IMMEDIATE`` on SQLite so two processes never both
 believe they hold the next registration number; the context manager returns
 only after COMMIT, so a caller that reports success after it really has
 durable rows. SQLite runs in WAL mode with ``synchronous=FULL`` and a busy
@@ -21,7 +21,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -75,8 +75,8 @@ def _write_lock(url: str) -> threading.Lock:
         return _write_locks.setdefault(url, threading.Lock())
 
 
-def _sqlite_pragmas(busy_timeout_ms: int):
-    def on_connect(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
         # Let SQLAlchemy (not pysqlite) decide when transactions begin: the
         # "begin" hook below then emits BEGIN IMMEDIATE for writes.
         dbapi_conn.isolation_level = None
@@ -91,7 +91,7 @@ def _sqlite_pragmas(busy_timeout_ms: int):
 
 
 @event.listens_for(Session, "before_flush")
-def _redact_secrets(session: Session, _ctx, _instances) -> None:
+def _redact_secrets(session: Session, _ctx: Any, _instances: Any) -> None:
     """No configured secret is ever written to the ledger, whatever a remote system echoed into the text."""
     if redact._pattern is None:
         return
@@ -103,7 +103,7 @@ def _redact_secrets(session: Session, _ctx, _instances) -> None:
                     setattr(obj, name, clean)
 
 
-def _sqlite_begin(conn) -> None:
+def _sqlite_begin(conn: Any) -> None:
     mode = "IMMEDIATE" if conn.get_execution_options().get("ledger_write") else "DEFERRED"
     conn.exec_driver_sql(f"BEGIN {mode}")
 
@@ -288,7 +288,8 @@ class Ledger:
         with self._deferred_lock:
             if run_id not in self._seq:
                 with self.read() as s:
-                    self._seq[run_id] = s.exec(text("SELECT COALESCE(MAX(seq), 0) FROM turns WHERE run_id = :r")
+                    # SQLModel types exec() for select() only; a text() clause runs as with execute().
+                    self._seq[run_id] = s.exec(text("SELECT COALESCE(MAX(seq), 0) FROM turns WHERE run_id = :r")  # type: ignore[call-overload]
                                                .bindparams(r=run_id)).one()[0]
             self._seq[run_id] += 1
             turn = Turn(run_id=run_id, seq=self._seq[run_id], role=role, content=content, **extra)

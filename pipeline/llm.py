@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import deadline
@@ -79,7 +81,7 @@ def supports_json_schema(cfg: LLMConfig) -> bool:
 class ChatModel:
     """A chat model behind litellm. One instance per process is enough."""
 
-    def __init__(self, cfg: LLMConfig, sleep=time.sleep, data_dir=None) -> None:
+    def __init__(self, cfg: LLMConfig, sleep: Callable[[float], None] = time.sleep, data_dir: Path | None = None) -> None:
         self.cfg = cfg
         self._sleep = sleep
         self.data_dir = data_dir  # where the local model is assembled (pipeline.local)

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .config import Config
 from .errors import ChannelLocked
@@ -80,7 +81,7 @@ def lost_lock() -> str | None:
     return lease.lost if lease else None
 
 
-def _watch(conn, stop: threading.Event, owner: _Lease, what: str) -> None:
+def _watch(conn: Any, stop: threading.Event, owner: _Lease, what: str) -> None:
     # A lock session killed under a run (server restart, pg_terminate_backend) frees the channel
     # for another host: the run must notice and stop at its next step instead of running alongside.
     while not stop.wait(WATCH_INTERVAL_S):
@@ -92,7 +93,7 @@ def _watch(conn, stop: threading.Event, owner: _Lease, what: str) -> None:
 
 
 @contextmanager
-def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool = False):
+def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool = False) -> Iterator[Any]:
     """Hold advisory lock ``name`` on the server at ``url`` on a dedicated session; yields that connection.
 
     ``wait=False``: raise ChannelLocked at once if another session holds it.
@@ -106,7 +107,7 @@ def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool =
     try:
         if wait:
             conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-        elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:  # type: ignore[index]  # always one row
             holder = conn.execute(
                 "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
                 "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
@@ -130,7 +131,7 @@ def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool =
 
 
 @contextmanager
-def channel_lock(cfg: Config, channel: str):
+def channel_lock(cfg: Config, channel: str) -> Iterator[None]:
     if cfg.ledger_url.startswith("postgres"):
         with pg_hold(cfg.ledger_url, f"channel:{channel}", f"channel {channel}", watch=True):
             yield

@@ -24,7 +24,12 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from .config import Config
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,10 @@ RUN_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
 STEP_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
+@overload
+def _seconds(value: None) -> None: ...
+@overload
+def _seconds(value: str | datetime) -> float: ...
 def _seconds(value: Any) -> float | None:
     if value is None:
         return None
@@ -42,7 +51,7 @@ def _seconds(value: Any) -> float | None:
     return value.timestamp()
 
 
-def _histogram(family, labels: list[str], values: list[float], buckets: tuple[float, ...]) -> None:
+def _histogram(family: Any, labels: list[str], values: list[float], buckets: tuple[float, ...]) -> None:
     values = sorted(values)
     counts, i = [], 0
     for bound in buckets:
@@ -156,7 +165,7 @@ class LedgerCollector:
             reader.close()
 
 
-def registry_for(url: str):
+def registry_for(url: str) -> CollectorRegistry:
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=False)
@@ -164,7 +173,7 @@ def registry_for(url: str):
     return registry
 
 
-def serve(listen: str, url: str):
+def serve(listen: str, url: str) -> Any:
     """Serve /metrics on ``host:port`` in a background thread; returns the HTTP server (``shutdown()`` to stop)."""
     from prometheus_client import start_http_server
 
@@ -173,7 +182,7 @@ def serve(listen: str, url: str):
     return server
 
 
-def export_after_run(cfg) -> None:
+def export_after_run(cfg: Config) -> None:
     """For cron: the ledger's metrics to the textfile collector and/or a Pushgateway. Never fails a run."""
     m = cfg.metrics
     if not (m.textfile or m.pushgateway_url):

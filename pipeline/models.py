@@ -1,7 +1,7 @@
 """The ledger's tables: what the system *did*, one table per kind of record.
 
-Like simonw/llm's logs database, prompts, tool calls and tool results live in
-separate tables so each can be queried on its own:
+Prompts, tool calls and tool results live in separate tables so each can be
+queried on its own:
 
     runs ─┬─ turns          every message sent to or received from the model
           ├─ executions     every capability call: arguments, result or error, ok

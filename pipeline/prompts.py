@@ -1,32 +1,40 @@
 """Every prompt the system sends lives as a file under ``prompts/``; this loads them.
 
-Templates use ``$name`` placeholders (``string.Template``), so JSON and code
-in a prompt need no escaping. A missing placeholder is an error, not a blank.
+``prompts/`` is shipped as package data (the top-level ``prompts`` package), so an
+installed pipeline finds it without the checkout. Templates use ``$name``
+placeholders (``string.Template``), so JSON and code in a prompt need no escaping.
+A missing placeholder is an error, not a blank.
 """
 
 from __future__ import annotations
 
 import tomllib
-from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
 
 from .errors import ConfigError
 
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+def default_dir() -> Traversable:
+    """The shipped prompts: ``prompts/`` in the checkout, or the installed ``prompts`` package."""
+    return resources.files("prompts")
 
 
 class Prompts:
-    def __init__(self, directory: Path = DEFAULT_DIR) -> None:
-        self.dir = directory
+    def __init__(self, directory: Path | Traversable | None = None) -> None:
+        self.dir = default_dir() if directory is None else directory
+        self._cache: dict[str, str] = {}
 
-    @lru_cache(maxsize=None)
     def _raw(self, name: str) -> str:
-        path = self.dir / name
-        try:
-            return path.read_text(encoding="utf-8")
-        except OSError:
-            raise ConfigError(f"prompt file {path} is missing") from None
+        if name not in self._cache:
+            path = self.dir / name
+            try:
+                self._cache[name] = path.read_text(encoding="utf-8")
+            except OSError:
+                raise ConfigError(f"prompt file {path} is missing") from None
+        return self._cache[name]
 
     def render(self, name: str, **values: object) -> str:
         try:

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlmodel import select
@@ -63,20 +64,10 @@ from .verify import check_url, host_allowed
 
 log = logging.getLogger(__name__)
 
-# Test-only fault injection, read from the environment so a test can arm it in
-# a subprocess: "crash_after_platform_call" kills the process (exit 137, as
-# SIGKILL would) after the platform holds the post and before the ledger knows.
-# tests/test_crash.py uses it; nothing else may set it.
-FAULT_ENV = "PIPELINE_FAULT"
 RECOVERED = "recovered after crash"
 
 
-def _fault_point(name: str) -> None:
-    if os.environ.get(FAULT_ENV) == name:
-        os._exit(137)  # no cleanup, no commit: exactly what a kill -9 leaves behind
-
-
-def _result(p: Publication, **extra) -> dict:
+def _result(p: Publication, **extra: Any) -> dict:
     return {"publication_id": p.id, "url": p.url, "verified": p.status == "verified", "target": p.target, **extra}
 
 
@@ -157,11 +148,11 @@ def is_async(publisher: Publisher) -> bool:
     return bool(getattr(publisher, "asynchronous", False))
 
 
-def verifier(cfg: Config, publisher: Publisher, digest: str):
+def verifier(cfg: Config, publisher: Publisher, digest: str) -> Callable[[Published], str | None]:
     return lambda published: verify_published(cfg, publisher, published, digest)
 
 
-def _publish_async(ctx: RunContext, publisher, row: Publication, article: Article) -> dict:
+def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: Article) -> dict:
     """pending → submitted → verified | failed, as far as this run's polling budget goes.
 
     Still ``submitted`` (or a submit whose answer was lost) at the end of the
@@ -304,7 +295,6 @@ def publish_article(ctx: RunContext, article_id: int) -> dict:
     note = "ok (adopted the post an earlier attempt made)" if published else "ok"
     if published is None:
         published = _call_platform(ctx, publisher, row.id, key, slug, article)
-    _fault_point("crash_after_platform_call")
 
     problem = verify_published(ctx.cfg, publisher, published, article.content_hash)
     row = _settle(ctx.ledger, row.id, published, problem, note)

@@ -67,7 +67,7 @@ class _Reads:
     def rows(self, sql: str, **params: Any) -> list[SimpleNamespace]:
         """Run a SELECT written with ``:name`` parameters."""
         names, rows = self._execute(sql, params)
-        return [_row(dict(zip(names, r))) for r in rows]
+        return [_row(dict(zip(names, r, strict=True))) for r in rows]
 
     def tuples(self, sql: str, **params: Any) -> list[tuple]:
         """Raw result rows, unconverted (for bulk numbers)."""
@@ -146,6 +146,7 @@ def reader_for(source: Any) -> _Reads:
 class LedgerReader(_Reads):
     def __init__(self, url: str) -> None:
         self.url = url
+        self.conn: Any  # a sqlite3 or a psycopg connection
         self.is_sqlite = url.startswith("sqlite")
         path = sqlite_path(url)
         if self.is_sqlite:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlmodel import select
 
@@ -104,13 +105,8 @@ def _alert_and_mark(ledger: Ledger, alerter: Alerter, channel: str, by_run: str 
         s.add(ex)
 
 
-def _fault_point(name: str) -> None:
-    from .publishing import _fault_point as fault
-
-    fault(name)
-
-
-def reconciliations(ledger: Ledger, channel: str | None = None, since=None, until=None) -> list[dict]:
+def reconciliations(ledger: Ledger, channel: str | None = None, since: datetime | None = None,
+                    until: datetime | None = None) -> list[dict]:
     """Registrations made by reconciliation (newest last), with what they completed."""
     query = (select(Execution, Run).join(Run, Run.id == Execution.run_id)
              .where(Execution.capability == "register", Execution.call_id.like(f"{CALL_PREFIX}%"), Execution.ok == True)  # noqa: E712
@@ -160,7 +156,6 @@ def reconcile(cfg: Config, ledger: Ledger, alerter: Alerter, *, channel: str, ru
             continue
         done, execution_id = made
         log.warning("reconciled: %s", done.line())
-        _fault_point("crash_after_reconcile_commit")
         _alert_and_mark(ledger, alerter, channel, run_id, execution_id, done)
         registered.append(done)
     return registered

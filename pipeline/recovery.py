@@ -9,7 +9,9 @@ notices an asynchronous platform taking an article down after success.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 from sqlmodel import select
@@ -45,7 +47,7 @@ def _orphans(ledger: Ledger, cutoff: datetime, channel: str | None) -> list[tupl
     return [(pub, art) for pub, run, art in rows if run.status != "running" or aware(run.started_at) < cutoff]
 
 
-def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher) -> bool:
+def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Any) -> bool:
     """Take an asynchronous platform's row one step further (one status poll); True when it reached an end state.
 
     A row whose submit never started is left for its own run to publish: only a
@@ -107,7 +109,8 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
 
 
 def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
-                    older_than_min: float | None = None, on_unknown=None) -> int:
+                    older_than_min: float | None = None,
+                    on_unknown: Callable[[Publication, str], None] | None = None) -> int:
     """Settle publications left ``pending`` by runs that are no longer running; returns how many were settled.
 
     A run counts as no longer running when its status is anything but

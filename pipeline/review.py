@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import update
 from sqlmodel import select
@@ -37,12 +38,6 @@ from .models import Article, Registration, Report, Review, Run, utcnow
 from .status import ReviewView, review_of, reviews
 
 CALL_PREFIX = "review:"
-
-
-def _fault(name: str) -> None:
-    from .publishing import _fault_point
-
-    _fault_point(name)
 
 
 def write_preview(cfg: Config, run_id: str, article: Article) -> Path:
@@ -154,7 +149,6 @@ def approve(cfg: Config, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewVi
                               f"{current.reason}")
         if current.completed:
             return current, False
-        _fault("crash_after_approval")
         _complete(cfg, ledger, run_id, current.decided_by or by)
     return show(ledger, run_id), True
 
@@ -172,7 +166,7 @@ def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
         review = s.exec(select(Review).where(Review.run_id == run_id)).one()
         reported = s.exec(select(Report).where(Report.run_id == run_id)).first() is not None
 
-    def call(name: str, **args) -> dict:
+    def call(name: str, **args: Any) -> dict:
         result = tools.execute(ctx, ToolCall(f"{CALL_PREFIX}{by}", name, json.dumps(args)))
         if not result.ok:
             raise ReviewStepFailed(f"run {run_id}: {name} failed after approval: {result.payload.get('error')}; "

@@ -115,6 +115,7 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
     observer = observer or RunObserver()
     observer.started(run.id, cfg.llm.model, channel)
+    code: int
     status, code, error = RunStatus.DONE, ExitCode.DONE, None
     span = tracing.start("invoke_agent pipeline", **{
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "pipeline", "gen_ai.conversation.id": run.id,

@@ -14,7 +14,9 @@ only schedules, through ``CrontabTrigger``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.triggers.base import BaseTrigger
@@ -35,7 +37,7 @@ class CrontabTrigger(BaseTrigger):
     def tz(self) -> tzinfo:
         return ZoneInfo(self.timezone)
 
-    def _iter(self, start: datetime, reverse: bool = False):
+    def _iter(self, start: datetime, reverse: bool = False) -> Iterator[datetime]:
         from cronsim import CronSim
 
         return CronSim(self.expr, start.astimezone(self.tz), reverse=reverse)
@@ -56,7 +58,7 @@ class CrontabTrigger(BaseTrigger):
     def __getstate__(self):
         return {"version": 1, "expr": self.expr, "timezone": self.timezone}
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.expr, self.timezone = state["expr"], state["timezone"]
 
     def __repr__(self) -> str:

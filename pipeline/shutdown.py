@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from types import FrameType
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +27,6 @@ FORCE_GRACE_S = 2.0  # how long on_force may take after a second signal
 
 def requested() -> bool:
     return _stop.is_set()
-
-
-def request() -> None:
-    _stop.set()
 
 
 def reset() -> None:
@@ -45,7 +42,7 @@ def install(on_first: Callable[[], None] | None = None, on_force: Callable[[], N
             force_exit_code: int = 130) -> None:
     """Install handlers for SIGTERM and SIGINT (main thread only)."""
 
-    def handler(signum, _frame) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         if _stop.is_set():
             log.error("second %s: exiting now", signal.Signals(signum).name)
             # on_force runs on top of whatever the main thread was doing, which may hold a lock it

@@ -7,15 +7,17 @@ the share of model turns that were prose only (no tool call), nudges per run,
 claims the guard did not verify (by capability and verdict), tool calls
 written as text, stuck runs (ended ``incomplete``: the model never produced
 the required facts), p50/p95 turn latency and tokens. A handful of grouped
-queries, so a 10,000-run ledger answers in well under a second
-(``bench/bench_stats.py``).
+queries, so the command stays fast on a large ledger (``bench/bench_stats.py``).
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .reader import LedgerReader
 
 _SPAN = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -38,7 +40,7 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
     return round(sorted_values[k], 1)
 
 
-def model_stats(reader, since: datetime | None = None) -> list[dict[str, Any]]:
+def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[dict[str, Any]]:
     """One dict per requested model, most runs first."""
     where, params = "", {}
     if since is not None:

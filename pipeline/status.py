@@ -177,22 +177,24 @@ def channel_status(cfg: Any, now: datetime | None = None, ledger: Any = None) ->
     from .scheduling import make_trigger, next_fire, previous_fire
 
     now = now or datetime.now(timezone.utc)
-    db, opened = None, False
+    opened: LedgerReader | None = None
+    db: Any = None
     if ledger is not None:
         db = reader_for(ledger)
     else:
         path = sqlite_path(cfg.ledger_url)
         if path is None or path.exists():
-            db, opened = LedgerReader(cfg.ledger_url), True
+            db = opened = LedgerReader(cfg.ledger_url)
     try:
         return [_channel(cfg, name, db, now, make_trigger, next_fire, previous_fire, ZoneInfo)
                 for name in cfg.channel_names()]
     finally:
-        if opened:
-            db.close()
+        if opened is not None:
+            opened.close()
 
 
-def _channel(cfg, name, db, now, make_trigger, next_fire, previous_fire, ZoneInfo) -> ChannelStatus:
+def _channel(cfg: Any, name: str, db: Any, now: datetime, make_trigger: Any, next_fire: Any, previous_fire: Any,
+             ZoneInfo: Any) -> ChannelStatus:
     chan = cfg.for_channel(name).channel
     trigger = make_trigger(chan.cron, chan.timezone)
     tz = ZoneInfo(chan.timezone)

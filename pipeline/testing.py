@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from .config import LLMConfig
 from .errors import ProviderUnavailableError
@@ -39,7 +39,7 @@ from .llm import Reply
 from .tools import ToolCall
 
 # What a queued reply or a responder's answer may be; see the module docstring.
-ReplyLike = Union[str, ToolCall, list, Reply, dict, BaseException]
+ReplyLike = str | ToolCall | list | Reply | dict | BaseException
 Responder = Callable[["Request"], ReplyLike]
 
 ORDER = ("topic", "draft", "humanize", "publish", "register", "report")
@@ -187,7 +187,7 @@ def tool_results(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, An
                 payload = json.loads(m.get("content") or "{}")
             except ValueError:
                 payload = {}
-            out.append((names.get(m.get("tool_call_id"), "?"), payload))
+            out.append((names.get(str(m.get("tool_call_id")), "?"), payload))
     return out
 
 

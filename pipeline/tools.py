@@ -1,7 +1,7 @@
 """Capabilities as tools: declared from a function's signature, run by one dispatcher.
 
 A capability is a plain function ``fn(ctx, arg: Annotated[type, "description"], …)``
-whose docstring is the tool description the model sees (as in simonw/llm).
+whose docstring is the tool description the model sees.
 ``@capability`` builds a pydantic model from the signature, so the JSON schema
 offered to the model and the validation applied to its arguments are the same
 object. A capability without a docstring, or with an undescribed argument,
@@ -69,6 +69,9 @@ class ToolResult:
         return scrub(json.dumps({"ok": self.ok, **self.payload}, ensure_ascii=False))
 
 
+NO_LEXICON = Lexicon()  # a capability no text can claim
+
+
 @dataclass(frozen=True)
 class Capability:
     """One step of the pipeline, declared once by ``@capability`` in its own module of ``capabilities``.
@@ -84,7 +87,7 @@ class Capability:
     fn: Callable[..., dict[str, Any]]
     order: int
     fact: str | None = None
-    lexicon: Lexicon = Lexicon()
+    lexicon: Lexicon = NO_LEXICON
     # Whether a successful execution finishes the step (a humanize below the threshold does not).
     finished: Callable[[dict[str, Any]], bool] = lambda result: True
     # Extra values for this step's `needs_<name>` nudge line, from its own earlier results.
@@ -102,7 +105,7 @@ class Capability:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
 
 
-def capability(*, order: int, fact: str | None = None, lexicon: Lexicon = Lexicon(),
+def capability(*, order: int, fact: str | None = None, lexicon: Lexicon = NO_LEXICON,
                finished: Callable[[dict[str, Any]], bool] | None = None,
                hint: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
                ) -> Callable[[Callable[..., dict[str, Any]]], Capability]:

@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .config import TracesConfig
 
 _tracer: Any = None  # an opentelemetry Tracer once configure() enabled tracing
 _provider_installed = False
 
 
-def configure(cfg) -> None:
+def configure(cfg: TracesConfig) -> None:
     """Apply ``[traces]`` (idempotent; the SDK allows one global tracer provider per process)."""
     global _tracer, _provider_installed
     if not cfg.enabled:
@@ -69,7 +73,7 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None}
 
 
-def start(name: str, **attributes: Any):
+def start(name: str, **attributes: Any) -> Any:
     """Start a span that is not yet current (end it with ``end``); None while tracing is off."""
     if _tracer is None:
         return None
@@ -85,7 +89,7 @@ def current(span):
     return trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
 
 
-def end(span, error: str | None = None, **attributes: Any) -> None:
+def end(span: Any, error: str | None = None, **attributes: Any) -> None:
     if span is None:
         return
     from opentelemetry.trace import Status, StatusCode
@@ -97,7 +101,7 @@ def end(span, error: str | None = None, **attributes: Any) -> None:
 
 
 @contextmanager
-def span(name: str, client: bool = False, **attributes: Any):
+def span(name: str, client: bool = False, **attributes: Any) -> Iterator[Any]:
     """A child span of the current one; yields None while tracing is off."""
     if _tracer is None:
         yield None

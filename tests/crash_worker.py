@@ -5,9 +5,9 @@ test needs dozens of processes that die mid-publish. This process imports
 everything but opens nothing (no ledger, no socket, no thread), then forks
 one child per request. The child is a separate process with its own ledger
 connection and HTTP client, publishes through
-``capabilities.publish.publish.fn``, and, with ``PIPELINE_FAULT`` armed, dies
-by ``os._exit(137)`` between the platform call and the ledger update, as a
-``kill -9`` would leave it.
+``capabilities.publish.publish.fn``, and, with ``PIPELINE_FAULT`` armed
+(tests/faults.py), dies by ``os._exit(137)`` at that point, e.g. between the
+platform call and the ledger update, as a ``kill -9`` would leave it.
 
 Protocol, one JSON object per line: the test writes
 ``{"config": path, "run_id": ..., "article_id": ..., "env": {...}}`` to
@@ -27,6 +27,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(TESTS.parent), str(TESTS)]
 
 import fakellm  # noqa: E402,F401  (imported here so children do not pay for it)
+import faults  # noqa: E402
 import platforms  # noqa: E402
 
 import pipeline.prompts  # noqa: E402,F401
@@ -41,6 +42,7 @@ def child(request: dict, out_fd: int) -> None:
     code, reply = 1, {}
     try:
         os.environ.update(request.get("env") or {})
+        faults.arm()  # PIPELINE_FAULT, if the request set it
         ctx = platforms.new_context(request["config"], run_id=request["run_id"])
         if request.get("call") == "reconcile":  # what the next run does first, killed where the fault says
             from pipeline.alerts import Alerter

@@ -107,7 +107,7 @@ class Platform:
 
     # --- lifecycle ------------------------------------------------------------
 
-    def start(self) -> "Platform":
+    def start(self) -> Platform:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

@@ -110,7 +110,7 @@ class OwnMariaDB:
                         "--auth-root-authentication-method=normal", "--skip-test-db"],
                        check=True, capture_output=True, timeout=120)
         mariadbd = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
-        log = open(self.dir / "mariadbd.log", "ab")
+        log = open(self.dir / "mariadbd.log", "ab")  # noqa: SIM115  (the server's stdout, open while it runs)
         self.proc = subprocess.Popen([mariadbd, "--no-defaults", f"--datadir={data}", f"--socket={self.dir}/mysqld.sock",
                                       f"--port={self.port}", "--bind-address=127.0.0.1", "--skip-log-bin",
                                       f"--pid-file={self.dir}/mariadbd.pid", *user], stdout=log, stderr=log)
@@ -256,7 +256,7 @@ class WordPressSite:
 
     # --- lifecycle ----------------------------------------------------------
 
-    def start(self) -> "WordPressSite":
+    def start(self) -> WordPressSite:
         self.dir.mkdir(parents=True, exist_ok=True)
         if not _reachable(*self.mysql[:2]) and own_mariadb_possible():
             self.own_db = OwnMariaDB(self.dir / "mariadb")
@@ -286,7 +286,7 @@ class WordPressSite:
     def start_php(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
-        log = open(self.dir / "php.log", "ab")
+        log = open(self.dir / "php.log", "ab")  # noqa: SIM115  (the server's stdout, open while it runs)
         # Two workers: a lookup can be answered while a slow create is still running, as on a real server.
         self.proc = subprocess.Popen(["php", "-S", f"127.0.0.1:{self.port}", "-t", str(WP_ROOT), str(self.dir / "router.php")],
                                      cwd=self.dir, stdout=log, stderr=log, env={**os.environ, "PHP_CLI_SERVER_WORKERS": "2"},
@@ -298,7 +298,7 @@ class WordPressSite:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"php -S exited: {(self.dir / 'php.log').read_text(errors='replace')[-500:]}")
+                    raise RuntimeError(f"php -S exited: {(self.dir / 'php.log').read_text(errors='replace')[-500:]}") from None
                 time.sleep(0.05)
         raise RuntimeError("php -S did not start listening in 15 s")
 

@@ -145,7 +145,8 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
     if scenario == "partial":
         if "humanize" not in done:
             return honest(messages, n)
-        return {"content": f"拟人化评分 {round(done['humanize']['score'])} 分，已发布至平台，链接 https://127.0.0.1:8765/posts/made-up.html，已登记到台账，登记号 CT-20260922-007。"}
+        return {"content": f"拟人化评分 {round(done['humanize']['score'])} 分，已发布至平台，"
+                           "链接 https://127.0.0.1:8765/posts/made-up.html，已登记到台账，登记号 CT-20260922-007。"}
     if scenario in ("wrong_values", "fix_values"):
         if "report" not in done:
             return honest(messages, n)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from pipeline.content import content_hash
 from pipeline.publishers.local import LocalSitePublisher, site_handler

@@ -95,13 +95,12 @@ def test_reads_do_not_block_behind_a_writer(ledger, tmp_path):
 def test_write_is_all_or_nothing(any_ledger):
     ledger = any_ledger
     run = ledger.start_run("m")
-    with pytest.raises(RuntimeError):
-        with ledger.write() as s:
-            from pipeline.models import Report
+    with pytest.raises(RuntimeError), ledger.write() as s:
+        from pipeline.models import Report
 
-            s.add(Report(run_id=run.id, body="half"))
-            s.flush()
-            raise RuntimeError("crash mid-transaction")
+        s.add(Report(run_id=run.id, body="half"))
+        s.flush()
+        raise RuntimeError("crash mid-transaction")
     from sqlmodel import select
 
     from pipeline.models import Report
@@ -134,9 +133,8 @@ def test_deferred_records_survive_a_rolled_back_write(any_ledger):
     run = ledger.start_run("m")
     turn = ledger.add_turn(run.id, "assistant", "calling publish")
     ex = ledger.open_execution(run.id, turn, "c1", "publish", "{}")
-    with pytest.raises(RuntimeError):
-        with ledger.write():
-            raise RuntimeError("the capability failed mid-transaction")
+    with pytest.raises(RuntimeError), ledger.write():
+        raise RuntimeError("the capability failed mid-transaction")
     ledger.close_execution(ex, False, error="failed")
     [row] = ledger.executions(run.id)
     assert row.ok is False and row.turn_id == turn.id

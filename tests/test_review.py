@@ -35,7 +35,9 @@ def counts(ledger) -> dict[str, int]:
 
 
 def cli(harness, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline", *args, "--config", str(harness.dir / "config.toml")],
+    # With PIPELINE_FAULT set, the CLI runs with that crash point armed (tests/faults.py).
+    entry = [str(REPO / "tests" / "faults.py")] if "PIPELINE_FAULT" in (env or {}) else ["-m", "pipeline"]
+    return subprocess.run([sys.executable, *entry, *args, "--config", str(harness.dir / "config.toml")],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, KEY_ENV: "sk-test-not-a-real-key", **(env or {})})
 

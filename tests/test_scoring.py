@@ -14,7 +14,7 @@ Additionally, we must delve into the ever-evolving landscape of builds. Builds a
 """
 
 ZH_STOCK = "# 构建\n\n随着技术的快速发展，构建非常重要。值得注意的是，构建非常重要。总而言之，构建非常重要。综上所述，构建至关重要。"
-ZH_HUMAN = "# 构建\n\n去年我们的夜间构建要四十分钟。现在九分钟。大部分时间花在一个写错的缓存键上，每个任务都从零开始下载依赖，修好它只用了一个下午。测试里还有一堆没人记得为什么加的两秒等待？删掉以后，不稳定的失败也一起消失了。"
+ZH_HUMAN = "# 构建\n\n去年我们的夜间构建要四十分钟。现在九分钟。大部分时间花在一个写错的缓存键上，每个任务都从零开始下载依赖，修好它只用了一个下午。测试里还有一堆没人记得为什么加的两秒等待？删掉以后，不稳定的失败也一起消失了。"  # noqa: E501  (one paragraph, as written)
 
 
 def test_same_text_same_score():

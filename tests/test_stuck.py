@@ -213,12 +213,11 @@ def test_a_stop_request_abandons_backoff_pauses(tmp_path, monkeypatch):
     from pipeline import deadline
     from pipeline.errors import RunInterrupted
 
-    shutdown.request()
-    try:
-        with pytest.raises(RunInterrupted):
-            deadline.sleep(3600)
-    finally:
-        shutdown.reset()
+    stopped = threading.Event()
+    stopped.set()  # as the first SIGTERM leaves it
+    monkeypatch.setattr(shutdown, "_stop", stopped)
+    with pytest.raises(RunInterrupted):
+        deadline.sleep(3600)
 
 
 # --- bad local state: exit 2, one line, before anything is written ---------------------------------------

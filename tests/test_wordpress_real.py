@@ -210,7 +210,8 @@ def _cli_run(config, env: dict, fault: str | None = None) -> tuple[subprocess.Co
     if fault:
         env["PIPELINE_FAULT"] = fault
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(config)], cwd=REPO, env=env,
+    entry = [str(REPO / "tests" / "faults.py")] if fault else ["-m", "pipeline"]  # faults.py arms PIPELINE_FAULT
+    proc = subprocess.run([sys.executable, *entry, "run", "--config", str(config)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=180)
     return proc, time.monotonic() - started
 

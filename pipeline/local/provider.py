@@ -196,9 +196,9 @@ def _handler(provider: str, constrained: bool) -> Any:
             model_response.choices[0].finish_reason = finish
             model_response.model = f"{provider}/{Path(assets.FILENAME).stem}"
             usage = resp.get("usage") or {}
-            setattr(model_response, "usage", Usage(prompt_tokens=usage.get("prompt_tokens", 0),
-                                                   completion_tokens=usage.get("completion_tokens", 0),
-                                                   total_tokens=usage.get("total_tokens", 0)))
+            model_response.usage = Usage(prompt_tokens=usage.get("prompt_tokens", 0),
+                                         completion_tokens=usage.get("completion_tokens", 0),
+                                         total_tokens=usage.get("total_tokens", 0))
             return model_response
 
     return LocalLLM()

@@ -1,5 +1,7 @@
 """Alembic's entry point for the ledger (called by pipeline.migrations, never by hand)."""
 
+from typing import Any
+
 from alembic import context
 from sqlmodel import SQLModel
 from sqlmodel.sql.sqltypes import AutoString, UTCDateTime
@@ -8,7 +10,7 @@ from pipeline import models  # noqa: F401  (registers the ledger's tables on SQL
 from pipeline.migrations import LEDGER_TABLES
 
 
-def include_name(name, type_, parent_names) -> bool:
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     # Only the ledger's own tables: a database shared with other software is none of our business.
     return type_ != "table" or name in LEDGER_TABLES
 
@@ -22,7 +24,7 @@ def render_item(type_, obj, autogen_context):
     return False
 
 
-options = dict(target_metadata=SQLModel.metadata, render_as_batch=True, compare_type=True,
+options: dict[str, Any] = dict(target_metadata=SQLModel.metadata, render_as_batch=True, compare_type=True,
                include_name=include_name, render_item=render_item)
 connection = context.config.attributes.get("connection")
 if connection is None:  # offline: `pipeline ledger migrate --sql`

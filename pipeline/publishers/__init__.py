@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Callable, Protocol
+from typing import Protocol
+from collections.abc import Callable
 
 from ..config import Config
 from ..errors import CapabilityError, ConfigError

@@ -14,6 +14,8 @@ slug instead of refusing it, so crash recovery relies on ``find``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import base64
 import hashlib
 import hmac
@@ -63,7 +65,7 @@ def split_admin_key(raw: str) -> tuple[str, bytes]:
 class GhostPublisher(RemotePublisher):
     name = "ghost"
 
-    def __init__(self, url: str, admin_key: str, status: str, **http) -> None:
+    def __init__(self, url: str, admin_key: str, status: str, **http: Any) -> None:
         super().__init__(secrets=(admin_key,), **http)
         self.api = f"{url}/ghost/api/admin/posts"
         self.status = status
@@ -73,7 +75,7 @@ class GhostPublisher(RemotePublisher):
         token = admin_token(self._key_id, self._secret)
         return {"Authorization": f"Ghost {token}", "Accept-Version": "v5.0"}
 
-    def _create_request(self, doc: Document):
+    def _create_request(self, doc: Document) -> tuple[str, str, dict[str, Any]]:
         head = (f'<meta name="pipeline-idempotency-key" content="{doc.key}">'
                 f'<meta name="pipeline-content-hash" content="{doc.content_hash}">')
         post = {"title": doc.title, "html": doc.html, "slug": doc.slug, "status": self.status,

@@ -38,12 +38,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..content import to_html
 from ..untrusted import for_xml, visible
 from . import Published
+
+if TYPE_CHECKING:
+    from http.server import SimpleHTTPRequestHandler
 
 FEED_ENTRIES = 50
 SUMMARY_CHARS = 160
@@ -280,7 +284,7 @@ def from_config(cfg: Config) -> LocalSitePublisher:
 # --- serving ---------------------------------------------------------------------
 
 
-def site_handler(directory: Path):
+def site_handler(directory: Path) -> Callable[..., SimpleHTTPRequestHandler]:
     """A request handler for ``pipeline serve``: the site only, with the right types.
 
     No directory listings (``/posts/`` redirects to the index), nothing under a dot path (the records and temporary
@@ -295,7 +299,7 @@ def site_handler(directory: Path):
                           ".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
                           ".xml": "application/atom+xml; charset=utf-8"}
 
-        def log_message(self, *args) -> None:
+        def log_message(self, *args: Any) -> None:
             pass
 
         def send_head(self):

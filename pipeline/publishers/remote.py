@@ -32,6 +32,7 @@ import html
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -94,7 +95,7 @@ class AttemptBudget:
     cannot multiply the retries.
     """
 
-    def __init__(self, max_failures: int, window_s: float, clock=time.monotonic) -> None:
+    def __init__(self, max_failures: int, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_failures = max_failures
         self.window_s = window_s
         self._clock = clock
@@ -131,7 +132,7 @@ def public_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+    return urlunsplit(parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else "")))
 
 
 def setting_url(section: str, url: str) -> str:

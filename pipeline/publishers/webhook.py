@@ -20,6 +20,8 @@ The contract, for whoever writes the receiving end:
 
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 import hmac
 import os
@@ -43,7 +45,7 @@ class WebhookPublisher(RemotePublisher):
     name = "webhook"
     dedupes_creates = True  # the receiver honours Idempotency-Key (see the contract above)
 
-    def __init__(self, url: str, secret: str | None, **http) -> None:
+    def __init__(self, url: str, secret: str | None, **http: Any) -> None:
         super().__init__(secrets=(secret or "",), **http)
         self.url = url
         self._secret = secret
@@ -55,7 +57,7 @@ class WebhookPublisher(RemotePublisher):
             body = (parse_qs(urlsplit(url).query).get("idempotency_key") or [""])[0].encode()
         return {SIGNATURE_HEADER: signature(self._secret, body)}
 
-    def _create_request(self, doc: Document):
+    def _create_request(self, doc: Document) -> tuple[str, str, dict[str, Any]]:
         return "POST", self.url, {"idempotency_key": doc.key, "slug": doc.slug, "title": doc.title,
                                   "markdown": doc.markdown, "html": doc.html, "content_hash": doc.content_hash}
 

@@ -57,7 +57,8 @@ import time
 import zlib
 from datetime import timedelta
 from html.parser import HTMLParser
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -71,6 +72,9 @@ from ..models import Article, PlatformToken, Publication, aware, utcnow
 from ..retry import Backoff
 from . import Published, PublishOutcomeUnknown
 from .remote import AttemptBudget, secret_from_env, setting_url
+
+if TYPE_CHECKING:
+    from ..ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +109,6 @@ class _RedactTokens(logging.Filter):
 logging.getLogger("httpx").addFilter(_RedactTokens())
 
 
-def _fault(name: str) -> None:
-    from ..publishing import _fault_point
-
-    _fault_point(name)
 
 
 class WeChatError(CapabilityError):
@@ -138,7 +138,7 @@ class TokenStore:
     while it is valid, so two workers refreshing at once agree anyway.
     """
 
-    def __init__(self, ledger, name: str, fetch: Callable[[bool], tuple[str, int]], margin_s: float) -> None:
+    def __init__(self, ledger: Ledger, name: str, fetch: Callable[[bool], tuple[str, int]], margin_s: float) -> None:
         self.ledger = ledger
         self.name = name
         self.fetch = fetch
@@ -397,12 +397,13 @@ class WeChatPublisher:
                                             "not calling it again in this run")
         return WeChatError(code, self._scrub(msg), what)
 
-    def call(self, path: str, *, json_body: Any = None, files=None, query: dict[str, str] | None = None,
+    def call(self, path: str, *, json_body: Any = None, files: Any = None, query: dict[str, str] | None = None,
              repeatable: bool = True) -> dict:
         """An authenticated API call; a rejected token is refreshed once. Raises on any errcode but 0."""
         token = self.tokens.get()
         for renewed in (False, True):
-            data = self._with_retries(path, lambda: self._request(path, params={"access_token": token, **(query or {})},
+            # The lambda is called within this iteration, so it sees this iteration's token.
+            data = self._with_retries(path, lambda: self._request(path, params={"access_token": token, **(query or {})},  # noqa: B023
                                                                   json_body=json_body, files=files),
                                       repeatable=repeatable)
             code = int(data.get("errcode") or 0)
@@ -484,7 +485,7 @@ class WeChatPublisher:
 
     # --- the state machine ------------------------------------------------------
 
-    def _update(self, row_id: int, **values) -> Publication:
+    def _update(self, row_id: int, **values: Any) -> Publication:
         with self.ledger.write() as s:
             row = s.get(Publication, row_id)
             for k, v in values.items():
@@ -512,7 +513,7 @@ class WeChatPublisher:
             row = self._poll(row, deadline, verify)
         return row
 
-    def _settle_lost_submit(self, row: Publication, article: Article, verify) -> Publication:
+    def _settle_lost_submit(self, row: Publication, article: Article, verify: Callable[[Published], str | None]) -> Publication:
         """A submit whose publish_id was never recorded: adopt the article it made, or wait, or allow a resubmit."""
         lookup = self.find_published(row, article.title)
         if lookup is not None and lookup[1]:
@@ -537,11 +538,9 @@ class WeChatPublisher:
     def _submit(self, row: Publication, article: Article) -> Publication:
         if not row.cover_id:
             cover = self.upload_cover(row.idempotency_key)
-            _fault("wechat_after_cover")
             row = self._update(row.id, cover_id=cover)
         if not row.draft_id:
             draft = self.add_draft(article, row.cover_id)
-            _fault("wechat_after_draft")
             row = self._update(row.id, draft_id=draft)
         # From this commit on, a publish task may exist that only batchget can reveal.
         row = self._update(row.id, submit_started_at=utcnow(), verification="submitting")
@@ -560,16 +559,14 @@ class WeChatPublisher:
             # Refused credentials, spent quota or budget, or never reached the platform: no task was made.
             self._update(row.id, submit_started_at=None, verification=f"{type(exc).__name__}: {exc}")
             raise
-        _fault("wechat_after_submit")
         return self._update(row.id, publish_id=publish_id, status="submitted", submitted_at=utcnow(),
                             verification=f"submitted: publish task {publish_id}")
 
-    def _poll(self, row: Publication, deadline: float, verify) -> Publication:
+    def _poll(self, row: Publication, deadline: float, verify: Callable[[Published], str | None]) -> Publication:
         pause = self.wc.poll_interval_s
         while True:
             status, url, article_id, fail = self.status(row.publish_id)
             if status == 0 and url:
-                _fault("wechat_after_published")
                 published = Published(url=url, remote_id=article_id, key=row.idempotency_key,
                                       content_hash=row.content_hash)
                 problem = verify(published)
@@ -577,7 +574,6 @@ class WeChatPublisher:
                                     remote_id=article_id, verified_at=None if problem else utcnow(),
                                     verification=f"publish_status 0; {problem}" if problem else "publish_status 0")
             if status in STATUS and status not in (0, 1):
-                _fault("wechat_after_failed")
                 return self._update(row.id, status="failed", remote_id=article_id or row.remote_id,
                                     verification=f"publish_status {status}: {STATUS[status]}{fail}")
             left = deadline - time.monotonic()
@@ -595,7 +591,7 @@ class WeChatPublisher:
 
     # The synchronous Publisher protocol, for the callers that use it.
 
-    def publish(self, **_kwargs) -> Published:
+    def publish(self, **_kwargs: Any) -> Published:
         raise CapabilityError("wechat publishes asynchronously: the publish capability drives it through advance()")
 
     def find(self, *, key: str, slug: str) -> Published | None:

@@ -32,6 +32,8 @@ posting again after a crash, instead of counting on a conflict.
 
 from __future__ import annotations
 
+from typing import Any
+
 import base64
 import html
 import json
@@ -87,7 +89,7 @@ def forbidden_status(resp: httpx.Response) -> bool:
 class WordPressPublisher(RemotePublisher):
     name = "wordpress"
 
-    def __init__(self, url: str, username: str, password: str, status: str, password_env: str = "", **http) -> None:
+    def __init__(self, url: str, username: str, password: str, status: str, password_env: str = "", **http: Any) -> None:
         super().__init__(secrets=(password,), **http)
         self.api = f"{url}/?rest_route={ROUTE}"
         self.username = username
@@ -112,7 +114,7 @@ class WordPressPublisher(RemotePublisher):
                                f"{self.username!r} may not publish posts; give it the author, editor or administrator role")
         return self._credentials(method, url, resp.status_code, self._message(resp).strip(" ()") or "unauthorized")
 
-    def _create_request(self, doc: Document):
+    def _create_request(self, doc: Document) -> tuple[str, str, dict[str, Any]]:
         return "POST", self.api, {"title": html.escape(doc.title, quote=False), "content": markers(doc) + doc.html,
                                   "status": self.status, "slug": doc.slug}
 
