@@ -250,6 +250,7 @@ def test_read_commands_do_not_import_sqlalchemy_or_litellm(harness):
             assert "rich" not in imported, args
 
 
+@pytest.mark.slow
 def test_status_and_report_read_without_sqlalchemy(harness):
     """status and report read through pipeline.reader, as the other read commands do: no SQLAlchemy, no litellm."""
     harness.run("honest")
