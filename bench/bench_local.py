@@ -28,6 +28,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pipeline import config as config_mod  # noqa: E402
 from pipeline.llm import ChatModel  # noqa: E402
+from pipeline.events import RunObserver  # noqa: E402
 from pipeline.runner import run_once  # noqa: E402
 
 NAIVE_S = 113.0
@@ -62,14 +63,15 @@ def one_run(model: str) -> dict:
         steps: dict[str, float] = {}
         marks: dict[str, float] = {}
 
-        def notify(event, **data):
-            if event == "tool_start":
-                marks[data["name"]] = time.perf_counter()
-            elif event == "tool_end":
-                steps[data["name"]] = steps.get(data["name"], 0) + time.perf_counter() - marks[data["name"]]
+        class StepTimes(RunObserver):
+            def tool_started(self, name: str) -> None:
+                marks[name] = time.perf_counter()
+
+            def tool_finished(self, name: str, ok: bool, payload: dict) -> None:
+                steps[name] = steps.get(name, 0) + time.perf_counter() - marks[name]
 
         started = time.perf_counter()
-        outcome = run_once(cfg, notify=notify, llm=llm)
+        outcome = run_once(cfg, observer=StepTimes(), llm=llm)
         wall = time.perf_counter() - started
     by_kind: dict[str, float] = defaultdict(float)
     for kind, seconds, _ in llm.calls:

@@ -184,6 +184,7 @@ def serve() -> None:
     from pipeline import shutdown
     from pipeline.http import tls as _tls
     from pipeline.llm import _load_litellm
+    from pipeline.events import RunObserver
     from pipeline.runner import run_once, toolbox
 
     _load_litellm()
@@ -206,11 +207,11 @@ def serve() -> None:
                 shutdown.reset()
                 shutdown.install()
 
-                def notify(event: str, **data) -> None:
-                    if event == "start":
-                        os.write(write_fd, b"s" + data["run_id"].encode() + b"\n")
+                class Started(RunObserver):
+                    def started(self, run_id: str, model: str, channel: str) -> None:
+                        os.write(write_fd, b"s" + run_id.encode() + b"\n")
 
-                outcome = run_once(config_mod.load(req["config"]), notify=notify)
+                outcome = run_once(config_mod.load(req["config"]), observer=Started())
                 code = outcome.exit_code
             except BaseException as exc:  # the parent reads the exit code; the ledger holds the rest
                 code = getattr(exc, "exit_code", 1)

@@ -145,7 +145,7 @@ def _ledger(cfg_path: Path | None) -> tuple[Config, Ledger]:
     from .ledger import Ledger
 
     cfg = _project_config(cfg_path)
-    return cfg, Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    return cfg, Ledger.of(cfg)
 
 
 def _reader(cfg_path: Path | None) -> tuple[Config, LedgerReader]:
@@ -678,7 +678,7 @@ def ledger_migrate(config: ConfigOpt = None,
 
     with _clean_errors():
         cfg = config_mod.load(config)
-        ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=False)
+        ledger = Ledger.of(cfg, migrate=False)
         if sql:
             sys.stdout.write(migrations.upgrade_sql(cfg.ledger_url, ledger.engine, to))
             return
@@ -699,7 +699,7 @@ def ledger_check(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option
 
     with _clean_errors():
         cfg = config_mod.load(config)
-        health = check(Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=False).engine)
+        health = check(Ledger.of(cfg, migrate=False).engine)
     if as_json:
         sys.stdout.write(json.dumps(health.as_dict(), indent=2) + "\n")
     else:

@@ -77,7 +77,7 @@ def _ledger_for(cfg):
 
     with _models_lock:
         if cfg.ledger_url not in _ledgers:
-            _ledgers[cfg.ledger_url] = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+            _ledgers[cfg.ledger_url] = Ledger.of(cfg)
         return _ledgers[cfg.ledger_url]
 
 
@@ -245,7 +245,7 @@ def _mark_interrupted(cfg: Config) -> None:
     from .locks import channel_lock
     from .models import Run
 
-    ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    ledger = Ledger.of(cfg)
     with ledger.read() as s:
         running = s.exec(select(Run).where(Run.status == "running")).all()
     for run in running:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Engine
@@ -39,6 +39,9 @@ from .errors import EnvironmentFailure, LedgerError, TickAlreadyRun
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
 from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
 from .models import Claim, Execution, GuardEvent, Run, Tick, Turn, utcnow
+
+if TYPE_CHECKING:
+    from .config import Config
 
 # pg_advisory_xact_lock key every write transaction of a PostgreSQL ledger takes ("LEDGERW").
 _PG_WRITE_LOCK_KEY = 0x4C45444745525701
@@ -110,6 +113,11 @@ def _sqlite_begin(conn: Any) -> None:
 
 class Ledger:
     """The SQL ledger. Open one per process; it is safe to share across threads."""
+
+    @classmethod
+    def of(cls, cfg: Config, *, migrate: bool = True) -> Ledger:
+        """The ledger a config names (``[ledger] url`` and ``busy_timeout_ms``)."""
+        return cls(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=migrate)
 
     def __init__(self, url: str, busy_timeout_ms: int = 5000, *, migrate: bool = True) -> None:
         """Open the ledger at ``url``, migrating its schema to this program's (``migrate=False``: as it is)."""

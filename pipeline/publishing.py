@@ -59,6 +59,7 @@ from .publishers import (
     same_content,
 )
 from .publishers.remote import AttemptBudget, RemotePublisher
+from .states import PublicationStatus
 from .tools import RunContext
 from .verify import check_url, host_allowed
 
@@ -96,14 +97,19 @@ def verify_published(cfg: Config, publisher: Publisher, published: Published, di
     return result.detail
 
 
+def record_post(row: Publication, published: Published, problem: str | None, verification: str) -> None:
+    """A post the platform holds, written into its row: ``verified``, or ``unverified`` because of ``problem``."""
+    row.url, row.remote_id = published.url, published.remote_id
+    row.status = PublicationStatus.UNVERIFIED if problem else PublicationStatus.VERIFIED
+    row.verification = verification
+    row.verified_at = None if problem else utcnow()
+
+
 def _settle(ledger: Ledger, row_id: int, published: Published, problem: str | None, note: str) -> Publication:
     """Write the outcome of a publication that reached the platform."""
     with ledger.write() as s:
         row = s.get(Publication, row_id)
-        row.url, row.remote_id = published.url, published.remote_id
-        row.status = "unverified" if problem else "verified"
-        row.verification = f"{note}; {problem}" if problem and note != "ok" else (problem or note)
-        row.verified_at = None if problem else utcnow()
+        record_post(row, published, problem, f"{note}; {problem}" if problem and note != "ok" else (problem or note))
         s.add(row)
     return row
 

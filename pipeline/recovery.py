@@ -26,6 +26,7 @@ from .publishing import (
     RECOVERED,
     budget_for,
     is_async,
+    record_post,
     slug_for,
     verifier,
     verify_published,
@@ -100,10 +101,7 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
             row.status = "failed"
             row.verification = f"{RECOVERED}: " + (mismatch or f"not on {pub.target}, so it was never published")
         else:
-            row.url, row.remote_id = found.url, found.remote_id
-            row.status = "unverified" if problem else "verified"
-            row.verification = f"{RECOVERED}; {problem}" if problem else RECOVERED
-            row.verified_at = None if problem else utcnow()
+            record_post(row, found, problem, f"{RECOVERED}; {problem}" if problem else RECOVERED)
         s.add(row)
     return True
 

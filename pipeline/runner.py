@@ -96,7 +96,7 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
     rules = preflight(cfg, prompts)
     tracing.configure(cfg.traces)
     own_ledger = ledger is None
-    ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    ledger = ledger or Ledger.of(cfg)
     if ledger.sqlite_path is not None:
         disk.reserve(ledger.sqlite_path)
     alerter = Alerter(cfg.alerts)
