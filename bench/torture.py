@@ -185,7 +185,8 @@ def serve() -> None:
     from pipeline.http import tls as _tls
     from pipeline.llm import _load_litellm
     from pipeline.events import RunObserver
-    from pipeline.runner import run_once, toolbox
+    from pipeline.registry import toolbox
+    from pipeline.runner import run_once
 
     _load_litellm()
     toolbox()

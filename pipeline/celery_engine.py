@@ -72,12 +72,12 @@ def send_tick(app: Any, cfg: Config, channel: str, scheduled_for: datetime) -> N
 
 def execute_tick(channel: str, tick: datetime) -> dict:
     """In a worker process: run ``channel`` for ``tick`` with this process's model and ledger."""
-    from .daemon import _ledger_for, _model_for
+    from . import resident
     from .runner import run_once
 
     cfg = config_mod.load(os.environ[CONFIG_ENV]).for_channel(channel)
     try:
-        outcome = run_once(cfg, llm=_model_for(cfg), ledger=_ledger_for(cfg), tick=tick)
+        outcome = run_once(cfg, llm=resident.model_for(cfg), ledger=resident.ledger_for(cfg), tick=tick)
     except (ChannelLocked, TickAlreadyRun) as exc:
         log.warning("channel %s: %s", channel, exc)
         return {"channel": channel, "tick": tick.isoformat(), "skipped": str(exc), "exit_code": int(exc.exit_code)}

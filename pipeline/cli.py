@@ -337,7 +337,8 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
 
     Exit 1 if a channel failed or is overdue.
     """
-    from .status import channel_status, daemon_state, engine_status
+    from .daemon import engine_status
+    from .status import channel_status, daemon_state
 
     with _clean_errors():
         cfg = _project_config(config)

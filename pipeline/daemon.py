@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
-from . import shutdown
+from . import resident, shutdown
 from .alerts import Alerter
 from .errors import ChannelLocked, PipelineError, TickAlreadyRun
 from .events import RunObserver
@@ -48,37 +48,13 @@ from .scheduling import make_trigger
 
 if TYPE_CHECKING:
     from .config import Config
+    from .status import EngineStatus
 
 log = logging.getLogger(__name__)
 
 JOBSTORE_FILE = "daemon-jobs.sqlite"
-_models: dict[tuple, object] = {}
-_models_lock = threading.Lock()
+_lock = threading.Lock()  # guards _queued and _apps
 _active: set[str] = set()  # run ids in progress, for a forced exit
-
-
-def _model_for(cfg):
-    """One ChatModel (and so one loaded local model) per process, shared by every run."""
-    from .llm import ChatModel
-
-    key = (cfg.llm.model, cfg.llm.api_base, cfg.llm.api_key_env)
-    with _models_lock:
-        if key not in _models:
-            _models[key] = ChatModel(cfg.llm, data_dir=cfg.state_dir)
-        return _models[key]
-
-
-_ledgers: dict[str, object] = {}
-
-
-def _ledger_for(cfg):
-    """One Ledger (engine, connection pool, schema check) per process, shared by every run."""
-    from .ledger import Ledger
-
-    with _models_lock:
-        if cfg.ledger_url not in _ledgers:
-            _ledgers[cfg.ledger_url] = Ledger.of(cfg)
-        return _ledgers[cfg.ledger_url]
 
 
 def due_tick(cfg: Config, now: datetime | None = None) -> datetime | None:
@@ -114,7 +90,7 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
             _active.add(run_id)
 
     try:
-        outcome = run_once(cfg, observer=Track(), llm=_model_for(cfg), ledger=_ledger_for(cfg), tick=when)
+        outcome = run_once(cfg, observer=Track(), llm=resident.model_for(cfg), ledger=resident.ledger_for(cfg), tick=when)
     except (ChannelLocked, TickAlreadyRun) as exc:
         log.warning("channel %s: %s", channel, exc)
         return int(exc.exit_code)
@@ -135,7 +111,7 @@ def dispatch_channel(config_path: str, channel: str, tick: str | None = None) ->
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
     if when is not None:
         send_tick(_celery_app(cfg), cfg, channel, when)
-        with _models_lock:
+        with _lock:
             _queued[(channel, when)] = time.monotonic()
         log.info("channel %s: tick %s queued", channel, when.isoformat())
     return 0
@@ -148,13 +124,13 @@ _queued: dict[tuple[str, datetime], float] = {}
 def resend_unclaimed(config_path: str) -> int:
     """Queue again the ticks no worker claimed within ``resend_after_s`` (a broker restart may have lost them)."""
     cfg = config_mod.load(config_path)
-    ledger = _ledger_for(cfg)
-    with _models_lock:
+    ledger = resident.ledger_for(cfg)
+    with _lock:
         pending = list(_queued.items())
     resent = 0
     for (channel, tick), sent in pending:
         if ledger.tick_state(channel, tick) is not None:  # claimed or done: delivered
-            with _models_lock:
+            with _lock:
                 _queued.pop((channel, tick), None)
         elif time.monotonic() - sent >= cfg.engine.resend_after_s:
             log.warning("channel %s: tick %s not claimed %d s after it was queued; queuing it again",
@@ -170,7 +146,7 @@ _apps: dict[str, object] = {}
 def _celery_app(cfg):
     from .celery_engine import make_app
 
-    with _models_lock:
+    with _lock:
         key = cfg.engine.broker()
         if key not in _apps:
             _apps[key] = make_app(cfg)
@@ -323,7 +299,7 @@ def catch_up(cfg: Config, config_path: str, scheduler: Any, now: datetime | None
     from .models import Tick
 
     now = now or datetime.now(timezone.utc)
-    ledger = _ledger_for(cfg)
+    ledger = resident.ledger_for(cfg)
     job = dispatch_channel if cfg.engine.kind == "celery" else run_channel
     due = []
     for name in cfg.channel_names():
@@ -461,3 +437,35 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def engine_status(cfg: Config) -> EngineStatus:
+    """The leading daemon (PostgreSQL ledger) and, with Celery, the workers seen and the queue depth."""
+    from .status import EngineStatus
+
+    leader, postgres = None, cfg.ledger_url.startswith("postgres")
+    if postgres:
+        import psycopg
+
+        from .locks import advisory_key, pg_conninfo
+
+        key = advisory_key("scheduler")
+        with psycopg.connect(pg_conninfo(cfg.ledger_url), autocommit=True, connect_timeout=5) as conn:
+            row = conn.execute(
+                "SELECT a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
+                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+        leader = None if row is None else f"{row[0]} from {row[1] or 'local socket'}"
+    if cfg.engine.kind != "celery":
+        return EngineStatus(cfg.engine.kind, postgres, leader)
+    from .celery_engine import make_app, queue_depth, workers_seen
+
+    app = make_app(cfg)
+    workers = None
+    try:
+        workers = workers_seen(app)
+        depth = queue_depth(app, cfg.engine.queue)
+    except Exception as exc:  # the broker is down: say so, don't fail status
+        return EngineStatus(cfg.engine.kind, postgres, leader, workers, broker_error=f"{type(exc).__name__}: {exc}")
+    return EngineStatus(cfg.engine.kind, postgres, leader, workers, depth)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from .claims import ClaimRules, Lexicon
     from .config import Config
-    from .tools import Capability
+    from .tools import Capability, Toolbox
 
 
 @cache
@@ -35,6 +35,14 @@ def capabilities() -> tuple[Capability, ...]:
                     raise TypeError(f"capability {value.name!r} is declared twice")
                 found[value.name] = value
     return tuple(sorted(found.values(), key=lambda c: (c.order, c.name)))
+
+
+@cache
+def toolbox() -> Toolbox:
+    """The capabilities offered to the model, with their schemas built once per process."""
+    from .tools import Toolbox
+
+    return Toolbox(capabilities())
 
 
 def names() -> list[str]:

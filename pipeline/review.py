@@ -157,7 +157,7 @@ def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
     """publish → register → report for an approved run, each recorded as the run's execution; then done."""
     from .messages import ToolCall
     from .prompts import Prompts
-    from .runner import toolbox
+    from .registry import toolbox
     from .tools import RunContext
 
     tools = toolbox()

@@ -32,20 +32,9 @@ from .metrics import export_after_run
 from .prompts import Prompts
 from .publishers import get_publisher
 from .states import RunStatus
-from .tools import RunContext, Toolbox
+from .tools import RunContext
 
 log = logging.getLogger(__name__)
-
-
-_toolbox: Toolbox | None = None
-
-
-def toolbox() -> Toolbox:
-    """The capabilities offered to the model; built once per process (their schemas never change)."""
-    global _toolbox
-    if _toolbox is None:
-        _toolbox = Toolbox(registry.capabilities())
-    return _toolbox
 
 
 @dataclass
@@ -107,7 +96,7 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
     for run_id in ledger.mark_crashed(channel):
         alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
-    tools = toolbox()
+    tools = registry.toolbox()
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick)
     _track(run.id, ledger)
     alerter.started(run.id, channel, cfg.llm.model)

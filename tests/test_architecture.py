@@ -1,0 +1,138 @@
+"""The house rules a refactor must not undo: no import circle, every capability declared once."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+from support import REPO
+
+from pipeline import registry
+from pipeline.claims import Lexicon
+from pipeline.guard import Guard, NextStep
+from pipeline.prompts import Prompts
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for root in ("pipeline", "capabilities"):
+        for path in (REPO / root).rglob("*.py"):
+            name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            mods[name.removesuffix(".__init__")] = path
+    return mods
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import that can run, at module level or inside a function; not those under TYPE_CHECKING."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                targets = [a.name for a in node.names]
+            graph[name] |= {t for t in targets if t in mods and t != name and not t.startswith(name + ".")}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_no_import_circle_even_through_lazy_imports():
+    graph = _graph()
+    assert "pipeline.messages" in graph["pipeline.llm"] and "pipeline.registry" in graph["pipeline.runner"]  # lazy too
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check can fail
+    assert _cycles(graph) == []
+
+
+def test_pipeline_never_imports_a_capability_module():
+    """Data flows one way: capabilities use pipeline/, and only the registry finds them."""
+    graph = _graph()
+    offenders = {m: sorted(t for t in targets if t.startswith("capabilities"))
+                 for m, targets in graph.items() if m.startswith("pipeline") and m != "pipeline.registry"}
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
+def test_everything_about_a_capability_is_derived_from_its_declaration():
+    caps = registry.capabilities()
+    assert [c.name for c in caps] == ["topic", "draft", "humanize", "publish", "register", "report"]
+    assert [c.order for c in caps] == sorted(c.order for c in caps)
+    assert registry.fact_keys() == {c.name: c.fact for c in caps}
+    assert registry.toolbox().names == registry.names()
+    assert all(isinstance(c.lexicon, Lexicon) and c.lexicon.verbs for c in caps)
+    # A capability's own idea of "finished" (a humanize below the threshold is not)
+    humanize = registry.get("humanize")
+    assert humanize.finished({"score": 80, "passed": True}) and not humanize.finished({"score": 40, "passed": False})
+
+
+def test_a_step_without_a_needs_line_of_its_own_gets_the_generic_one():
+    """A new capability needs no nudge text: its arguments and the values earlier steps returned say it."""
+    guard = Guard(ledger=None, rules=None, done_when=[], prompts=Prompts(), language="en", tool_names=[])  # type: ignore[arg-type]
+    line = guard.next_step_line(NextStep("announce", ["publication_id"], {"publication_id": 7}))
+    assert line == "Next step: call `announce` now through tool_calls — pass publication_id 7."
+
+
+@pytest.mark.slow
+def test_listing_the_capabilities_imports_no_database_or_http_library():
+    import subprocess
+
+    code = ("import sys; from pipeline import registry; registry.capabilities(); registry.lexicons(); "
+            "print(sorted(m for m in ('sqlalchemy', 'sqlmodel', 'httpx', 'litellm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
