@@ -337,13 +337,16 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
 
     Exit 1 if a channel failed or is overdue.
     """
-    from .daemon import engine_status
     from .status import channel_status, daemon_state
 
     with _clean_errors():
         cfg = _project_config(config)
         rows = channel_status(cfg)
-        engine = engine_status(cfg) if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres") else None
+        engine = None
+        if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres"):
+            from .topology import engine_status
+
+            engine = engine_status(cfg)
         alive = daemon_state(cfg)
     if as_json:
         channels = [{**r.as_dict(), "daemon": alive.as_dict()} for r in rows]

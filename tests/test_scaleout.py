@@ -183,7 +183,7 @@ def _ticks_done(ledger: Ledger, n: int):
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_celery_workers_run_each_tick_exactly_once(tmp_path, fake_llm, pg_url, broker):
     from pipeline.celery_engine import make_app, send_tick
-    from pipeline.daemon import engine_status
+    from pipeline.topology import engine_status
 
     path = _celery_config(tmp_path, fake_llm.api_base, pg_url, broker_url(broker))
     cfg = config_mod.load(path, environ={KEY_ENV: "x"})
