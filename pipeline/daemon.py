@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 JOBSTORE_FILE = "daemon-jobs.sqlite"
+SIGNAL_POLL_S = 0.2
 _lock = threading.Lock()  # guards _queued and _apps
 _active: set[str] = set()  # run ids in progress, for a forced exit
 
@@ -407,7 +408,10 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
             log.warning("channel %s: next run %s", job.name, job.next_run_time)
         if ready:
             ready.set()
-        stopped.wait()
+        # Wake now and then: a signal delivered to another thread does not interrupt a wait with no timeout,
+        # and Python runs signal handlers only when the main thread gets back to its bytecode loop.
+        while not stopped.wait(SIGNAL_POLL_S):
+            pass
         log.warning("stopping: waiting for runs in progress to reach the end of their step")
         scheduler.shutdown(wait=True)
         if metrics_server is not None:
