@@ -117,3 +117,62 @@ def harness(tmp_path, monkeypatch, ledger_backend):
 def http_harness(tmp_path, fake_llm, monkeypatch, ledger_backend):
     """Scenarios through litellm, over HTTP, against the session's fake server."""
     yield from _harness(tmp_path, monkeypatch, ledger_backend, fake_llm)
+
+
+# --- fresh SQLite ledgers without Alembic ---------------------------------------------------------------------
+#
+# Most tests open a new ledger, and running the eleven revisions through Alembic costs about 0.08 s each time,
+# half of the fast tier. Here a new, empty SQLite ledger instead gets the schema that Alembic itself produced
+# once this session: the statements recorded in a migrated template's sqlite_master, replayed in one
+# BEGIN IMMEDIATE transaction (as migrate takes it). Anything else (PostgreSQL, another target, a ledger with
+# tables, test_migrations.py, every subprocess) goes through Alembic.
+
+
+@pytest.fixture(scope="session")
+def _migrated_schema(tmp_path_factory) -> tuple[list[str], str]:
+    from sqlalchemy import create_engine
+
+    from pipeline import migrations
+
+    engine = create_engine(f"sqlite:///{tmp_path_factory.mktemp('template')}/ledger.db")
+    migrations.migrate(engine)
+    with engine.connect() as conn:
+        statements = [row[0] for row in conn.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+        revision = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one()
+    engine.dispose()
+    return statements, revision
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledgers_from_the_migrated_schema(request, monkeypatch):
+    if request.node.module.__name__ == "test_migrations":
+        yield
+        return
+    from pipeline import migrations
+
+    statements, revision = request.getfixturevalue("_migrated_schema")
+    alembic_migrate = migrations.migrate
+
+    def migrate(engine, target="head", *, allow_downgrade=False):
+        if engine.dialect.name != "sqlite" or target != "head":
+            return alembic_migrate(engine, target, allow_downgrade=allow_downgrade)
+        raw = engine.raw_connection()
+        db = raw.driver_connection
+        isolation, db.isolation_level = db.isolation_level, None  # statements as written, no implicit BEGIN
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                db.execute("ROLLBACK")  # not empty: Alembic decides (current, behind, legacy, newer)
+                return alembic_migrate(engine, target, allow_downgrade=allow_downgrade)
+            for sql in statements:
+                db.execute(sql)
+            db.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (revision,))
+            db.execute("COMMIT")
+        finally:
+            db.isolation_level = isolation
+            raw.close()
+        return migrations.Migration(None, revision)
+
+    monkeypatch.setattr(migrations, "migrate", migrate)
+    yield
