@@ -18,6 +18,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from .files import atomic_write
 from .reader import reader_for
 
 if TYPE_CHECKING:
@@ -278,10 +279,7 @@ def deliver(cfg: Config, name: str, markdown: str, send: bool = True) -> list[st
     sent = []
     if cfg.report.markdown_dir:
         path = cfg.path(cfg.report.markdown_dir) / f"{name}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(markdown, encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, markdown)
         sent.append(str(path))
     url = cfg.report.webhook_url or (os.environ.get(cfg.report.webhook_url_env, "") if cfg.report.webhook_url_env else "")
     if send and url:

@@ -29,9 +29,7 @@ from __future__ import annotations
 import fcntl
 import html
 import json
-import os
 import re
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -43,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..content import to_html
+from ..files import atomic_write
 from ..untrusted import for_xml, visible
 from . import Published
 
@@ -56,25 +55,6 @@ META_DIR = ".pipeline"
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
-
-
-def _atomic_write(path: Path, data: str | bytes) -> None:
-    """Write ``path`` whole or not at all; safe with any number of threads and processes writing at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600: the site is served to readers
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 @lru_cache(maxsize=1)
@@ -195,7 +175,7 @@ class LocalSitePublisher:
             i = posts.index(post)
             # The page first, the record last: a record always has its page (find() trusts records).
             self._write_page(posts, i)
-            _atomic_write(self._records / f"{slug}.json", json.dumps(asdict(post), ensure_ascii=False, indent=1))
+            atomic_write(self._records / f"{slug}.json", json.dumps(asdict(post), ensure_ascii=False, indent=1))
             for j in (i - 1, i + 1):  # the neighbours' prev/next links now point at this post
                 if 0 <= j < len(posts):
                     self._write_page(posts, j)
@@ -234,18 +214,18 @@ class LocalSitePublisher:
         older = posts[i + 1].view() if i + 1 < len(posts) else None
         html = _env().get_template("post.html").render(site=self._site(), root="../", lang=post.language,
                                                          post=post.view(), newer=newer, older=older)
-        _atomic_write(self.dir / "posts" / f"{post.slug}.html", html)
+        atomic_write(self.dir / "posts" / f"{post.slug}.html", html)
 
     def _write_index(self, posts: list[Post]) -> None:
         lang = posts[0].language if posts else "en"
         env = _env()
-        _atomic_write(self.dir / "index.html", env.get_template("index.html").render(
+        atomic_write(self.dir / "index.html", env.get_template("index.html").render(
             site=self._site(), root="", lang=lang, posts=[p.view() for p in posts]))
         css = (TEMPLATES / "style.css").read_bytes()
         target = self.dir / "style.css"
         if not target.exists() or target.read_bytes() != css:
-            _atomic_write(target, css)
-        _atomic_write(self.dir / "feed.xml", self._feed(posts[:FEED_ENTRIES]))
+            atomic_write(target, css)
+        atomic_write(self.dir / "feed.xml", self._feed(posts[:FEED_ENTRIES]))
 
     def _feed(self, posts: list[Post]) -> bytes:
         """An Atom (RFC 4287) feed built by feedgen; text passes ``for_xml`` (lxml refuses what XML forbids)."""
