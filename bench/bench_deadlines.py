@@ -35,33 +35,12 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from fakellm import FakeLLM  # noqa: E402
 from stuck import StuckServer, wait_for_request  # noqa: E402
-
-KEY_ENV = "BENCH_LLM_KEY"
+from support import KEY_ENV, write_config  # noqa: E402
 
 
 def config(directory: Path, api_base: str, model: str, llm_extra: str = "", extra: str = "") -> Path:
-    path = directory / "config.toml"
-    path.write_text(f"""
-[llm]
-model = "{model}"
-api_base = "{api_base}"
-api_key_env = "{KEY_ENV}"
-timeout_s = 10
-max_retries = 3
-backoff_s = 1.0
-{llm_extra}
-
-[ledger]
-url = "sqlite:///ledger.db"
-
-[topic]
-backlog = "{REPO / 'topics.txt'}"
-
-[publish.local]
-dir = "site"
-{extra}
-""", encoding="utf-8")
-    return path
+    # Pauses of 1 s between retries: a SIGTERM must also end a run that is waiting to retry.
+    return write_config(directory, api_base, model.removeprefix("openai/"), extra, backoff_s=1.0, llm_extra=llm_extra)
 
 
 def spawn(directory: Path, cfg: Path) -> subprocess.Popen:

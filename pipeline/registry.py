@@ -10,6 +10,7 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 from functools import cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -56,9 +57,10 @@ def get(name: str) -> Capability:
     raise KeyError(name)
 
 
-def fact_keys() -> dict[str, str]:
-    """Each capability's recorded value that a claim can quote (``{"publish": "url", …}``)."""
-    return {c.name: c.fact for c in capabilities() if c.fact}
+@cache
+def fact_keys() -> Mapping[str, str]:
+    """Each capability's recorded value that a claim can quote (``{"publish": "url", …}``); read per fact."""
+    return MappingProxyType({c.name: c.fact for c in capabilities() if c.fact})
 
 
 def lexicons() -> Mapping[str, Lexicon]:

@@ -49,8 +49,18 @@ class RunSummary:
         return asdict(self)
 
 
+class _ChannelRow:
+    """A publication row of some channel; ``status`` lists them per channel, so without the channel."""
+
+    def as_dict(self, channel: bool = True) -> dict[str, Any]:
+        data = asdict(self)  # type: ignore[call-overload]  # the subclasses are dataclasses
+        if not channel:
+            del data["channel"]
+        return data
+
+
 @dataclass(frozen=True)
-class Recovered:
+class Recovered(_ChannelRow):
     """A publication of an unfinished run that reconciliation registered."""
 
     publication_id: int | None
@@ -61,15 +71,9 @@ class Recovered:
     registration_no: str | None
     reconciled_by: str | None
 
-    def as_dict(self, channel: bool = True) -> dict[str, Any]:
-        data = asdict(self)
-        if not channel:
-            del data["channel"]
-        return data
-
 
 @dataclass(frozen=True)
-class Unregistered:
+class Unregistered(_ChannelRow):
     """A verified publication of an unfinished run that has no registration yet (the next run registers it)."""
 
     publication_id: int
@@ -77,12 +81,6 @@ class Unregistered:
     channel: str
     run_status: str
     url: str | None
-
-    def as_dict(self, channel: bool = True) -> dict[str, Any]:
-        data = asdict(self)
-        if not channel:
-            del data["channel"]
-        return data
 
 
 @dataclass(frozen=True)

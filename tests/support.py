@@ -34,22 +34,25 @@ OFFLINE_API_BASE = "http://127.0.0.1:9/v1"
 
 
 def write_config(directory: Path, api_base: str, scenario: str, extra: str = "",
-                 ledger_url: str = "sqlite:///ledger.db") -> Path:
+                 ledger_url: str = "sqlite:///ledger.db", *, backlog: Path | None = None, max_retries: int = 3,
+                 backoff_s: float = 0.01, llm_extra: str = "") -> Path:
+    """The config every test and bench run starts from: model ``openai/<scenario>`` at ``api_base``."""
     path = directory / "config.toml"
     path.write_text(f"""
 [llm]
 model = "openai/{scenario}"
 api_base = "{api_base}"
 api_key_env = "{KEY_ENV}"
-max_retries = 3
-backoff_s = 0.01
+max_retries = {max_retries}
+backoff_s = {backoff_s}
 timeout_s = 10
+{llm_extra}
 
 [ledger]
 url = "{ledger_url}"
 
 [topic]
-backlog = "{REPO / 'topics.txt'}"
+backlog = "{backlog or REPO / 'topics.txt'}"
 
 [publish.local]
 dir = "site"

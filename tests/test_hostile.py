@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from scenarios import scripted
 from stuck import StuckServer, closed_port
-from support import KEY_ENV, OFFLINE_API_BASE, REPO
+from support import KEY_ENV, OFFLINE_API_BASE, REPO, write_config
 
 from pipeline import config as config_mod
 from pipeline.content import normalize_title
@@ -32,28 +32,21 @@ RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e")
 
 
 def config_text(directory: Path, api_base: str, scenario: str, backlog: Path, extra: str = "") -> Path:
-    path = directory / "config.toml"
-    path.write_text(f"""
-[llm]
-model = "openai/{scenario}"
-api_base = "{api_base}"
-api_key_env = "{KEY_ENV}"
-max_retries = 1
-backoff_s = 0.01
-timeout_s = 10
+    return write_config(directory, api_base, scenario, extra, backlog=backlog, max_retries=1)
 
-[ledger]
-url = "sqlite:///ledger.db"
 
-[topic]
-backlog = "{backlog}"
+def webhook_target(url: str, secret_env: str | None = None) -> str:
+    """Config lines publishing to the webhook at ``url``, once (no retry)."""
+    secret = f'secret_env = "{secret_env}"\n' if secret_env else ""
+    return f"""
+[publish]
+target = "webhook"
+allowed_domains = ["127.0.0.1"]
+retries = 0
 
-[publish.local]
-dir = "site"
-base_url = "http://127.0.0.1:8765"
-{extra}
-""", encoding="utf-8")
-    return path
+[publish.webhook]
+url = "{url}"
+{secret}"""
 
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -175,31 +168,16 @@ def test_canary_secrets_appear_nowhere(tmp_path, fake_llm):
         servers.append(echo)
         d = tmp_path / "webhook"
         d.mkdir()
-        cfg = config_text(d, fake_llm.api_base, "honest", backlog, extra_alerts + f"""
-[publish]
-target = "webhook"
-allowed_domains = ["127.0.0.1"]
-retries = 0
-
-[publish.webhook]
-url = "{echo.base_url}/hook?token={url_token}"
-secret_env = "CANARY_HOOK_SECRET"
-""")
+        cfg = config_text(d, fake_llm.api_base, "honest", backlog,
+                          extra_alerts + webhook_target(f"{echo.base_url}/hook?token={url_token}", "CANARY_HOOK_SECRET"))
         run = cli("run", "--config", str(cfg), "--verbose", cwd=d, env=env)
         assert run.returncode != 0 and echo.requests >= 1, run.stdout + run.stderr
         outputs.append(run.stdout + run.stderr)
         # 4: a webhook target that is not there (httpx's own exception text).
         d = tmp_path / "closed"
         d.mkdir()
-        cfg = config_text(d, fake_llm.api_base, "honest", backlog, extra_alerts + f"""
-[publish]
-target = "webhook"
-allowed_domains = ["127.0.0.1"]
-retries = 0
-
-[publish.webhook]
-url = "http://127.0.0.1:{closed_port()}/hook?token={url_token}"
-""")
+        cfg = config_text(d, fake_llm.api_base, "honest", backlog,
+                          extra_alerts + webhook_target(f"http://127.0.0.1:{closed_port()}/hook?token={url_token}"))
         run = cli("run", "--config", str(cfg), "--verbose", cwd=d, env=env)
         assert run.returncode != 0, run.stdout + run.stderr
         outputs.append(run.stdout + run.stderr)

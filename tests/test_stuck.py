@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from scenarios import scripted
 from stuck import StuckServer, wait_for_request
-from support import KEY_ENV, OFFLINE_API_BASE, REPO
+from support import KEY_ENV, OFFLINE_API_BASE, REPO, write_config
 
 from pipeline import config as config_mod
 from pipeline import shutdown
@@ -33,29 +33,7 @@ from pipeline.runner import run_once
 
 
 def write(directory: Path, api_base: str, model: str = "openai/x", extra: str = "", llm_extra: str = "") -> Path:
-    path = directory / "config.toml"
-    path.write_text(f"""
-[llm]
-model = "{model}"
-api_base = "{api_base}"
-api_key_env = "{KEY_ENV}"
-max_retries = 3
-backoff_s = 0.01
-timeout_s = 10
-{llm_extra}
-
-[ledger]
-url = "sqlite:///ledger.db"
-
-[topic]
-backlog = "{REPO / 'topics.txt'}"
-
-[publish.local]
-dir = "site"
-base_url = "http://127.0.0.1:8765"
-{extra}
-""", encoding="utf-8")
-    return path
+    return write_config(directory, api_base, model.removeprefix("openai/"), extra, llm_extra=llm_extra)
 
 
 def runs(directory: Path) -> list[tuple[str, str, int | None, str | None]]:
