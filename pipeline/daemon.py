@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from contextlib import AbstractContextManager
@@ -153,10 +154,12 @@ def _celery_app(cfg):
         return _apps[key]
 
 
-def _worker_init() -> None:
+def _worker_init(daemon_pid: int) -> None:
     """In each worker process: import the heavy modules now, and stop gracefully on signals."""
     from .llm import _load_litellm
     from .runner import run_once  # noqa: F401  (import cost paid before the first tick)
+
+    _die_with_parent(daemon_pid)
 
     _load_litellm()
 
@@ -168,6 +171,20 @@ def _worker_init() -> None:
         force_finish("daemon forced to exit by a second signal")
 
     shutdown.install(on_force=force)
+
+
+def _die_with_parent(daemon_pid: int) -> None:
+    """Linux: SIGKILL this worker when the daemon dies, even by kill -9; an orphaned worker would keep
+    the model in memory and the daemon's output pipes open. A killed run is settled like any crash."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != daemon_pid:  # the daemon died before the line above: nobody is left to signal us
+        os._exit(1)
 
 
 def _warm() -> int:
@@ -187,7 +204,7 @@ def _executor(cfg):
 
     if cfg.daemon.executor == "thread":
         return ThreadPoolExecutor(max_workers=pool_size(cfg))
-    return ProcessPoolExecutor(max_workers=pool_size(cfg), pool_kwargs={"initializer": _worker_init})
+    return ProcessPoolExecutor(max_workers=pool_size(cfg), pool_kwargs={"initializer": _worker_init, "initargs": (os.getpid(),)})
 
 
 def warm(scheduler: Any) -> None:
@@ -385,10 +402,12 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
 
         force_finish("daemon forced to exit by a second signal")  # runs on this process's threads
         _signal_workers(scheduler)  # their second signal: they mark their runs interrupted and exit
-        deadline = time.monotonic() + shutdown.FORCE_GRACE_S / 2
-        while time.monotonic() < deadline and any(_alive(pid) for pid in _workers(scheduler)):
-            time.sleep(0.05)
-        _mark_interrupted(cfg)
+        # A worker that saw the two signals merged into one is stopping gracefully and would outlive us,
+        # holding the daemon's stdout and stderr open: what is left after the grace is killed.
+        if not _wait_exited(_workers(scheduler), shutdown.FORCE_GRACE_S / 2):
+            _signal_workers(scheduler, signal.SIGKILL)
+            _wait_exited(_workers(scheduler), shutdown.FORCE_GRACE_S / 4)
+        _mark_interrupted(cfg)  # a killed worker's run too: the kernel released its channel lock
 
     shutdown.install(on_first=first, on_force=force)
     if standing_by:
@@ -440,3 +459,21 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _exited(pid: int) -> bool:
+    """True once our child ``pid`` is gone; reaps it, since a zombie still answers ``kill(pid, 0)``."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not ours, or already reaped by the pool's manager thread
+        return not _alive(pid)
+    return done == pid
+
+
+def _wait_exited(pids: list[int], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = [pid for pid in pids if not _exited(pid)]
+        if not pids or time.monotonic() >= deadline:
+            return not pids
+        time.sleep(0.05)

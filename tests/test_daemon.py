@@ -171,12 +171,15 @@ def _rewind_job_store(path: Path, when: datetime) -> None:
 def test_tick_missed_beyond_grace_is_alerted_not_run(tmp_path, fake_llm, recorder, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "x")
     extra = f'\n[alerts]\nwebhook_url = "{recorder.base}/hook"\nformat = "feishu"\n'
-    path = channel_config(tmp_path, fake_llm.api_base, grace=60, extra=extra)
+    missed = datetime.now(timezone.utc) - timedelta(minutes=30)
+    # Hourly at the missed tick's minute: no later tick falls due before now. (With "0 * * * *", a test
+    # run in the first minute of an hour found the on-the-hour tick within the grace, and rightly ran it.)
+    path = channel_config(tmp_path, fake_llm.api_base, cron=f"{missed.minute} * * * *", grace=60, extra=extra)
     cfg = config_mod.load(path)
     scheduler = daemon.build_scheduler(cfg, str(path))
     try:
         for job in scheduler.get_jobs():
-            job.modify(next_run_time=datetime.now(timezone.utc) - timedelta(minutes=30))
+            job.modify(next_run_time=missed)
         scheduler.resume()
         assert wait_for(lambda: len(recorder.hits) >= 2)
     finally:
@@ -244,6 +247,38 @@ def test_second_signal_exits_at_once_with_a_consistent_ledger(tmp_path, slow_llm
     assert proc.returncode == 130
     assert _integrity(tmp_path) == "ok"
     assert "running" not in {r[2] for r in runs(tmp_path)}
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.mark.slow
+def test_worker_processes_die_with_a_killed_daemon(tmp_path, slow_llm):
+    proc = _daemon_mid_run(tmp_path, slow_llm.api_base, "process")
+    workers = _children(proc.pid)
+    try:
+        assert workers, "the process pool has no workers"
+        proc.kill()
+        proc.wait(timeout=10)
+        # Orphaned workers would keep the model loaded and the daemon's pipes open (cron mail never ends).
+        assert wait_for(lambda: not any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in workers),
+                        timeout=10)
+    finally:
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    proc.communicate(timeout=10)  # EOF on both pipes: no process holds them any more
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "Z"
 
 
 def test_a_second_daemon_on_the_same_job_store_is_refused(tmp_path, fake_llm):
