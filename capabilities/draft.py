@@ -61,8 +61,10 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
                                 language_name=LANGUAGE_NAMES[d.language], target_chars=d.target_chars, max_chars=d.max_chars)
     user = ctx.prompts.render("draft_user.md", title=t.title, angle=t.angle or "your choice")
     why: list[str] = []
-    # The budget bounds time on slow models; a draft that reaches it is cut back to its last full sentence.
-    budget = token_budget(min(d.max_chars, int(d.target_chars * 1.5)), d.language)
+    # Small models ignore the length asked for and write until stopped (the embedded one: 1,200-2,200
+    # characters for 550), so the budget sets the length: time on a 2-core machine is per token.
+    # A draft that reaches it is cut back to its last full sentence.
+    budget = token_budget(min(d.max_chars, d.target_chars), d.language)
     for _ in range(ATTEMPTS):
         reply = ctx.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
                                  max_tokens=budget)

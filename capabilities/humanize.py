@@ -15,6 +15,7 @@ execution; the best attempt is the article row.
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Annotated
 
@@ -27,7 +28,7 @@ from pipeline.content import (
     trim_to_sentence,
 )
 from pipeline.errors import CapabilityError
-from pipeline.scoring import Score, feedback, score
+from pipeline.scoring import feedback, score
 from pipeline.tools import RunContext, capability
 
 from .draft import LANGUAGE_NAMES
@@ -49,6 +50,20 @@ LEXICON = Lexicon(
 )
 
 
+# A rewrite this similar to its draft (difflib ratio of the bodies) is a copy, not a rewrite.
+UNCHANGED = 0.9
+UNCHANGED_NOTE = ("Your previous rewrite returned the article nearly word for word. Rewrite it for real: "
+                  "change the wording and the rhythm of every sentence, keeping the facts.")
+
+
+def similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def _earlier_calls(ctx: RunContext) -> int:
+    return sum(1 for e in ctx.ledger.executions(ctx.run_id) if e.capability == "humanize" and e.ok is not None)
+
+
 def _passed(result: dict) -> bool:
     """A rewrite below the threshold does not finish the step."""
     return result.get("passed", True) is not False
@@ -59,7 +74,8 @@ def _best_score(results: list[dict]) -> dict:
     return {"best": f"{max(scores):g}" if scores else "none yet"}
 
 
-@capability(order=30, fact="score", lexicon=LEXICON, finished=_passed, hint=_best_score)
+@capability(order=30, fact="score", lexicon=LEXICON, finished=_passed, hint=_best_score,
+            shown=("article_id", "score", "threshold", "passed", "next"))
 def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the draft returned by draft."]) -> dict:
     """Rewrite a draft so it reads as written by a person, and score it (0-100). Returns the new article_id and the score."""
     from sqlmodel import select
@@ -77,40 +93,54 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     h = ctx.cfg.humanize
     system = ctx.prompts.render("humanize.md", language_name=LANGUAGE_NAMES[src.language])
     original = f"# {src.title}\n\n{src.body}"
-    # An earlier call on this draft that stayed below the threshold: start from what it measured.
-    last: tuple[str, Score] | None = None
+    # What the previous attempt got wrong, for the next one: an earlier call on this draft that stayed
+    # below the threshold starts from what the scorer measured in it.
+    note: str | None = None
     if earlier:
         prev = max(earlier, key=lambda a: a.score or 0)
-        last = (f"# {prev.title}\n\n{prev.body}", score(f"# {prev.title}\n\n{prev.body}", src.language))
-    offset = len(earlier) * (1 + h.max_rewrites)
+        note = feedback(f"# {prev.title}\n\n{prev.body}", score(f"# {prev.title}\n\n{prev.body}", src.language), h.threshold)
+    # Attempts are numbered across calls (rejected ones leave no article), so none repeats a sampling.
+    offset = _earlier_calls(ctx) * (1 + h.max_rewrites)
     best = None
     attempts: list[dict] = []
+    rejected = ""
     for i in range(1 + h.max_rewrites):
         n = offset + i
-        user = original if last is None else f"{feedback(last[0], last[1], h.threshold)}\n\n{original}"
+        user = original if note is None else f"{note}\n\n{original}"
         temperature = min(TEMPERATURE_MAX, ctx.llm.cfg.temperature + TEMPERATURE_STEP * n) if n else None
+        if note is UNCHANGED_NOTE:  # a copy comes back at every temperature short of the hottest (measured)
+            temperature = TEMPERATURE_MAX
+        # A rewrite is about as long as its source; the model writes up to its budget, so it stays close.
         reply = ctx.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
-                                 max_tokens=token_budget(len(src.body), src.language),
+                                 max_tokens=token_budget(int(len(src.body) * 1.1), src.language),
                                  temperature=temperature, seed=n if n else None)
         title, body = split_markdown(reply.text)
         title = title or src.title
         if reply.finish_reason == "length":
             body = trim_to_sentence(body)
         why = problems(title, body, ctx.cfg.draft.min_chars, ctx.cfg.draft.max_chars * 2)
+        same = similarity(src.body, body)
+        if not why and same >= UNCHANGED:
+            # A copy would score whatever the draft scores: the step would be recorded as done without
+            # having been done. (The embedded model returns its input verbatim in most first attempts.)
+            why = [f"the rewrite is {same:.0%} the draft's text"]
+            note = UNCHANGED_NOTE
         if why:
-            attempts.append({"attempt": n + 1, "score": None, "rejected": "; ".join(why)})
+            rejected = "; ".join(why)
+            attempts.append({"attempt": n + 1, "score": None, "rejected": rejected})
             continue
         text = f"# {title}\n\n{body}"
         measured = score(text, src.language)
         attempts.append({"attempt": n + 1, "score": measured.total, "components": measured.components,
+                         "similarity": round(same, 3),
                          "temperature": temperature if temperature is not None else ctx.llm.cfg.temperature})
-        last = (text, measured)
+        note = feedback(text, measured, h.threshold)
         if best is None or measured.total > best[2].total:
             best = (title, body, measured)
         if measured.total >= h.threshold:
             break
     if best is None:
-        raise CapabilityError(f"the rewrite of article {article_id} was empty or out of bounds; call humanize again")
+        raise CapabilityError(f"no usable rewrite of article {article_id} ({rejected}); call humanize again")
     title, body, measured = best
     with ctx.ledger.write() as s:
         article = Article(run_id=ctx.run_id, topic_id=src.topic_id, parent_id=src.id, kind="humanized", title=title,

@@ -24,7 +24,7 @@ LEXICON = Lexicon(
 )
 
 
-@capability(order=60, fact="report_id", lexicon=LEXICON)
+@capability(order=60, fact="report_id", lexicon=LEXICON, shown=("report_id", "delivered_to"))
 def report(ctx: RunContext) -> dict:
     """Write this run's report from the ledger (topic, title, score, URL, registration). Call it last."""
     from pipeline.models import Report

@@ -107,6 +107,9 @@ def feed(source: str, base: Path, timeout_s: float, limit: int) -> list[Candidat
     return out
 
 
+# Enough to have a fresh one when a suggestion repeats a published title; each costs about 30
+# generated tokens (1 s on the 2-core embedded model).
+BRAINSTORM_CANDIDATES = 3
 BRAINSTORM_SCHEMA = {
     "type": "json_schema",
     "json_schema": {
@@ -116,7 +119,7 @@ BRAINSTORM_SCHEMA = {
             "type": "object",
             "additionalProperties": False,
             "required": ["candidates"],
-            "properties": {"candidates": {"type": "array", "minItems": 1, "maxItems": 5, "items": {
+            "properties": {"candidates": {"type": "array", "minItems": 1, "maxItems": BRAINSTORM_CANDIDATES, "items": {
                 "type": "object", "additionalProperties": False, "required": ["title", "angle"],
                 "properties": {"title": {"type": "string"}, "angle": {"type": "string"}}}}},
         },
@@ -126,9 +129,9 @@ BRAINSTORM_SCHEMA = {
 
 def brainstorm(ctx: RunContext, published: list[str]) -> list[Candidate]:
     reply = ctx.llm.complete([
-        {"role": "system", "content": ctx.prompts.render("topic.md", niche=ctx.cfg.topic.niche)},
+        {"role": "system", "content": ctx.prompts.render("topic.md", niche=ctx.cfg.topic.niche, count=BRAINSTORM_CANDIDATES)},
         {"role": "user", "content": "Already published (do not repeat):\n" + ("\n".join(published[-50:]) or "(nothing yet)")},
-    ], response_format=BRAINSTORM_SCHEMA, max_tokens=300)
+    ], response_format=BRAINSTORM_SCHEMA, max_tokens=60 * BRAINSTORM_CANDIDATES)
     try:
         items = json.loads(reply.text)["candidates"]
         return [Candidate(_clean(i["title"]), _clean(i.get("angle")), "llm") for i in items if _clean(i.get("title"))]

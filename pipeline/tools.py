@@ -61,12 +61,15 @@ class RunContext:
 class ToolResult:
     ok: bool
     payload: dict[str, Any] = field(default_factory=dict)
+    # The keys of a success the model reads; empty: all of them. The ledger keeps the whole payload.
+    shown: tuple[str, ...] = ()
 
     def content(self) -> str:
         from .redact import scrub
 
+        payload = {k: v for k, v in self.payload.items() if k in self.shown} if self.ok and self.shown else self.payload
         # What the model reads (and could write into an article) carries no secret an error body echoed.
-        return scrub(json.dumps({"ok": self.ok, **self.payload}, ensure_ascii=False))
+        return scrub(json.dumps({"ok": self.ok, **payload}, ensure_ascii=False))
 
 
 NO_LEXICON = Lexicon()  # a capability no text can claim
@@ -92,6 +95,9 @@ class Capability:
     finished: Callable[[dict[str, Any]], bool] = lambda result: True
     # Extra values for this step's `needs_<name>` nudge line, from its own earlier results.
     hint: Callable[[list[dict[str, Any]]], dict[str, Any]] = lambda results: {}
+    # The result keys the model reads back (empty: all). Every token of a result is read again at each
+    # later turn: on the 2-core embedded model, 200 tokens of report text cost about 3 s a turn.
+    shown: tuple[str, ...] = ()
 
     @property
     def argument_names(self) -> list[str]:
@@ -108,12 +114,13 @@ class Capability:
 def capability(*, order: int, fact: str | None = None, lexicon: Lexicon = NO_LEXICON,
                finished: Callable[[dict[str, Any]], bool] | None = None,
                hint: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+               shown: tuple[str, ...] = (),
                ) -> Callable[[Callable[..., dict[str, Any]]], Capability]:
     """Declare ``fn(ctx, …)`` a capability named after the function; see ``Capability`` for the rest."""
 
     def declare(fn: Callable[..., dict[str, Any]]) -> Capability:
         extra: dict[str, Any] = {k: v for k, v in (("finished", finished), ("hint", hint)) if v is not None}
-        return Capability(fn.__name__, _description(fn), _arguments(fn), fn, order, fact, lexicon, **extra)
+        return Capability(fn.__name__, _description(fn), _arguments(fn), fn, order, fact, lexicon, shown=shown, **extra)
 
     return declare
 
@@ -199,4 +206,4 @@ class Toolbox:
             ctx.ledger.close_execution(execution, ok=False, error=f"{type(exc).__name__}: {exc}")
             raise
         ctx.ledger.close_execution(execution, ok=True, result=result)
-        return ToolResult(True, result)
+        return ToolResult(True, result, cap.shown)

@@ -31,6 +31,7 @@ Scenarios:
     stuck_recover     the same, until the guard's targeted nudge; then honest
     lowscore          honest, but every rewrite it writes for humanize is stock-phrase boilerplate
                       that scores below the threshold, so publish keeps failing
+    echo              honest, but a rewrite returns the draft word for word until told it did
     text_placeholder  first writes publish as text with a placeholder ("article_id": <article_id>),
                       then follows the step the nudge names (honest)
 """
@@ -132,7 +133,7 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
     done = _succeeded(messages)
     results = _tool_results(messages)
     nudged = _nudged(messages)
-    if scenario in ("honest", "flaky"):
+    if scenario in ("honest", "flaky", "echo"):
         return honest(messages, n)
     if scenario in ("prose", "prose_until_schema"):
         return {"content": INCIDENT_TEXT}
@@ -207,8 +208,11 @@ def respond(scenario: str, messages: list[dict[str, Any]], tools: list[dict[str,
             {"title": f"Brainstormed topic {n}", "angle": "an angle"},
             {"title": f"Another idea {n}", "angle": "another angle"}]})}
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
-    rewrite = LOWSCORE if scenario == "lowscore" else HUMANIZED
-    return {"content": rewrite if "editor" in system.lower() else DRAFT}
+    if "editor" not in system.lower():
+        return {"content": DRAFT}
+    if scenario == "echo" and "word for word" not in messages[-1]["content"]:
+        return {"content": messages[-1]["content"]}  # the article it was given, unchanged
+    return {"content": LOWSCORE if scenario == "lowscore" else HUMANIZED}
 
 
 def served_model(scenario: str) -> str:

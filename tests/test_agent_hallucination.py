@@ -16,7 +16,7 @@ from sqlmodel import select
 from pipeline.agent import AgentLoop
 from pipeline.errors import AgentHallucinationError, AgentIncompleteError
 from pipeline.guard import Guard
-from pipeline.models import Execution, Publication, Registration
+from pipeline.models import Article, Execution, Publication, Registration
 from pipeline.prompts import Prompts
 from pipeline.registry import capabilities, claim_rules
 from pipeline.tools import RunContext, Toolbox
@@ -336,6 +336,25 @@ def test_humanize_retries_are_told_what_the_scorer_measured(harness):
     assert "scorer measured" not in first.messages[1]["content"]
     assert '"it is worth noting"' in second.messages[1]["content"] and "sentence lengths" in second.messages[1]["content"]
     assert second.temperature > first.temperature
+
+
+def test_a_rewrite_that_repeats_the_draft_is_rejected_and_retried(harness):
+    import json
+
+    outcome, ledger = harness.run("echo")
+    assert (outcome.status, outcome.exit_code) == ("done", 0)
+    [execution] = [e for e in ledger.executions(outcome.run_id) if e.capability == "humanize"]
+    first, second = json.loads(execution.result_json)["attempts"]
+    assert first["score"] is None and first["rejected"] == "the rewrite is 100% the draft's text"
+    assert second["score"] is not None and second["similarity"] < 0.9
+    # The ledger keeps every attempt; the model reads back only what it acts on.
+    [shown] = [json.loads(t.content) for t in ledger.turns(outcome.run_id) if t.tool_call_id == execution.call_id]
+    assert set(shown) == {"ok", "article_id", "score", "threshold", "passed"}
+    rewrites = [r for r in harness.requests if r.kind == "writing" and "editor" in r.messages[0]["content"]]
+    assert "word for word" in rewrites[1].messages[1]["content"] and rewrites[1].temperature > rewrites[0].temperature
+    with ledger.read() as session:
+        draft, humanized = session.exec(select(Article).where(Article.run_id == outcome.run_id).order_by(Article.id)).all()
+    assert humanized.parent_id == draft.id and humanized.body != draft.body
 
 
 def test_nudge_after_a_placeholder_text_call_names_the_first_missing_step(harness):

@@ -66,3 +66,15 @@ def test_rejected_calls_are_recorded_and_explained(call, needle):
     result = Toolbox(capabilities()).execute(ctx, call, turn=None)
     assert not result.ok and needle in result.payload["error"]
     assert len(ctx.ledger.failed) == 1 and ctx.ledger.failed[0][3] == call.name
+
+
+def test_the_model_reads_the_shown_keys_of_a_success_and_every_key_of_an_error():
+    import json
+
+    from pipeline.tools import ToolResult
+
+    shown = ToolResult(True, {"report_id": 1, "report": "# long text"}, ("report_id",))
+    assert json.loads(shown.content()) == {"ok": True, "report_id": 1}
+    failed = ToolResult(False, {"error": "no such article", "detail": "x"}, ("report_id",))
+    assert json.loads(failed.content()) == {"ok": False, "error": "no such article", "detail": "x"}
+    assert json.loads(ToolResult(True, {"a": 1, "b": 2}).content()) == {"ok": True, "a": 1, "b": 2}
