@@ -32,7 +32,9 @@ LEXICON = Lexicon(
         r"\bwrote (it|this|that|one) up\b",
         r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
         r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
-        r"\b(draft|article|post|piece)s?\s+(is |was |has been |have been )?(written|drafted|generated|ready|done|finished|complete|completed)\b",
+        r"\b(draft|article|post|piece)s?(\s+#?\d+)?\s+(is |was |has been |have been )?"
+        r"(written|drafted|generated|ready|done|finished|complete|completed|saved|stored|in the ledger)\b",
+        r"\b(wrote|written|finished|completed|produced)\b(\s+\w+){0,3}?\s+(first|initial|rough) (pass|version|cut)\b",
     ),
     zh_step="初稿|草稿|正文|写作|撰写|(?<!改)写(好|完|出)|(文章|稿子)(已经?)?生成",
     en_step=r"\bdrafts?\b|\bwriting\b",

@@ -12,7 +12,6 @@ LEXICON = Lexicon(
         "已发布",
         "发布成功",
         "成功发布",
-        "已推送",
         "已上线",
         "已发表",
         "已(将|把).{0,16}(发布|推送|上线|发表)",
@@ -35,7 +34,7 @@ LEXICON = Lexicon(
     ),
     zh_step="发布|发表|上线|推送|上传|同步到|投递|挂到|放到|推到|发到|发出|公开|直接发|发了|放出|上架|(平台|站点|网站|博客)上?(看到|可见|访问)",
     en_step=r"\bpublish\w*|\bpublication\b|\bupload\w*|\bposting\b",
-    zh_generic="发出|发到|发了|发给",  # also says "written"/"sent" of a report
+    zh_generic="发出|发到|发了|发给|推送",  # also says "written"/"sent" of a report
 )
 
 

@@ -24,7 +24,7 @@ LEXICON = Lexicon(
         r"\b(put|placed|is|are) (it |them )?on record\b",
         r"\b(ledger|registry)\b[^.]{0,20}\b(has|holds|contains|shows) (an |the |a )?(entry|record)\b",
     ),
-    zh_step="登记|入账|入册|台账|编号(已经?)?分配",
+    zh_step="登记|入账|入册|台账|编号(已经?)?分配|备案|备了案",
     en_step=r"\bregist\w*|\bledger\b",
 )
 

@@ -13,8 +13,10 @@ LEXICON = Lexicon(
     verbs=(
         "已(汇报|生成报告|发送报告|提交报告)",
         "报告已(生成|发送|提交)",
-        r"\breports?\b[^.]{0,25}\b(sent|generated|filed|delivered|written|posted|created|compiled)\b",
-        r"\b(sent|generated|filed|delivered|wrote|created|put together|compiled|produced)\b[^.]{0,25}\breports?\b",
+        r"\b(reports?|summary|recap)\b[^.]{0,25}\b(sent|generated|filed|delivered|written|posted|created|compiled|emailed|mailed|shared)\b",
+        r"\b(sent|generated|filed|delivered|wrote|created|put together|compiled|produced|emailed|mailed|shared|forwarded)\b[^.]{0,25}\breports?\b",
+        "(总结|汇总)(已经?|也)(发|推送|生成|提交)",
+        "已(经)?(发送|生成|提交)(了)?(运行)?(总结|汇总)",
         r"\breported\b",
         r"\breports?\b[^.]{0,25}\b(went|gone) (out|to)\b",
     ),

@@ -212,7 +212,8 @@ LEXICON = Lexicon(
     verbs=(
         "已(经)?(选定|确定|选好|定好)",
         "选题(已|为)",
-        r"\b(picked|chose|chosen|selected|locked in|settled on|decided on)\b[^.]{0,25}\btopic\b",
+        r"\b(picked|chose|chosen|selected|locked in|settled on|decided on)\b[^.]{0,25}\b(topic|angle|subject)\b",
+        r"^\W*topic\s*[:：]\s*[\"“'《]?\w+(\s+\w+)+",  # "Topic: Why SQLite WAL mode matters" names the chosen one
         r"\btopic\b[^.]{0,40}\b(selected|chosen|picked|locked in|decided|set)\b",
         r"\btoday'?s topic (is|was)\b",
         r"\b(I|we) (have|'ve got|got) (a|the) topic\b",

@@ -28,11 +28,12 @@ How a text becomes claims:
 5. Values quoted in asserting clauses are claims too, because a fabricated
    value is the most convincing part of a hallucination: a registration number
    (``CT-YYYYMMDD-NNN``, prefix from config) is a *register* claim; a score
-   (Arabic, Chinese or English numerals, ``85/100``, ``91%``, 百分之七十八)
+   (Arabic, Chinese or English numerals, ``85/100``, ``91%``, 百分之七十八, 七十八点四)
    in a scoring context (评分, 打分, rated, points, 分 …) and not a threshold is
    a *humanize* claim; a URL is a *publish* claim when its sentence makes a
    publish claim, it sits next to 链接/link/URL, or its host is one we publish
-   to. A value joins the keyword claim of its capability in its sentence.
+   to. A value joins the keyword claim of its capability in its sentence, and a
+   bare keyword claim is dropped when the message quotes a value for it elsewhere.
 
 Verdicts against the facts (``{capability: [recorded values]}``):
 ``verified`` the capability succeeded (and the quoted value, if any, is one it
@@ -86,7 +87,7 @@ _SUBMITTED = re.compile(
 )
 
 # Chinese: a step named in a clause that marks it done claims it ("台账也记录好了", "选题 ✔").
-_ZH_DONE = re.compile(r"已|了|完成|完毕|成功|搞定|好|啦|出来|出去|均|通过|✅|✔|✓|☑|[:：]\s*是\s*$|"
+_ZH_DONE = re.compile(r"已|了|完成|完毕|成功|搞定|办妥|好|啦|出来|出去|均|通过|✅|✔|✓|☑|[:：]\s*是\s*$|"
                       r"[:：]\s*(ok|okay|done|yes|pass|passed|success)\s*$", re.IGNORECASE)
 # English: a step named, then a status after it ("Publish: done", "registration is in place").
 _EN_DONE = re.compile(r"\b(done|complete|completed|success|successful|successfully|succeeded|ok|okay|yes|true|finished|"
@@ -97,13 +98,15 @@ _LIST_GLUE = re.compile(r"[\s,/&]*(\b(and|or)\b)?[\s,/&]*", re.IGNORECASE)
 # A clause with any of these asserts nothing.
 _NON_ASSERTIVE_ZH = re.compile(
     r"尚未|未能|暂未|并未|还没|没有|没能|没|未|不(?!错)|无法|失败|错误|出错|报错|拒绝|否|等待|"  # negation / failure
-    r"将要|将会|(?<!已)将|准备|计划|打算|即将|稍后|接下来|下一步|随后|待|需|应该|应当|要去|会|(?<![重主需摘只不])要(?!求)|^等|等到|"  # future / plan
+    r"将要|将会|(?<!已)将|准备|计划|打算|即将|稍后|接下来|下一步|"
+    r"随后(?![^，。]*[已了])|待|需|应该|应当|要去|会|(?<![重主需摘只不])要(?!求)|^等|等到|"  # future / plan
     r"必须|要求|只有(?!\s*[\d零一二两三四五六七八九十百])|只要|才|方可|前提|"  # rules and orders
     r"如果|若|假如|假设|一旦|倘若|如需|是否|吗|呢"  # conditional / question
 )
 _NON_ASSERTIVE_EN = re.compile(
     r"\b(not|never|cannot|can't|couldn't|didn't|don't|doesn't|wasn't|weren't|isn't|aren't|hasn't|haven't|"
-    r"won't|unable|failed|fail|fails|failure|error|errored|rejected|refused|no longer|without|nothing|none|neither|nor|"
+    r"won't|unable|failed|fail|fails|failure|"
+    r"error(?!\s+(handling|codes?|messages?|types?))|errored|rejected|refused|no longer|without|nothing|none|neither|nor|"
     r"pending|remaining|skipped|todo|waiting|false|unverified|"
     r"will|shall|to be|going to|about to|plan to|plans to|planning|intend|intends|next|let me|\w+'ll|need to|needs to|as soon as|until|"
     r"only\b[^.]{0,20}\b(after|once|when|if)|happens? after|comes? after|ha(s|ve) to|can be|"
@@ -126,7 +129,7 @@ _EN_TEENS = {"ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 
 _EN_ONES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
 _ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _NUMBER = re.compile(
-    r"(?<![\w.])(\d{1,3}(?:\.\d+)?)(?![\d.]*\d)|([零一二两三四五六七八九十百]+)|"
+    r"(?<![\w.])(\d{1,3}(?:\.\d+)?)(?![\d.]*\d)|([零一二两三四五六七八九十百]+(?:点[零一二三四五六七八九]+)?)|"
     rf"\b((?:{'|'.join(_EN_TENS)})(?:[- ](?:{'|'.join(_EN_ONES)}))?|{'|'.join(_EN_TEENS)}|(?:a |one )?hundred)\b",
     re.IGNORECASE,
 )
@@ -135,7 +138,8 @@ _SCORE_BEFORE = re.compile(r"(评分|得分|打分|分数|打了|得了|拟人�
 _SCORE_UNIT = re.compile(r"^\s*(分(?!钟|之|析|享|别|配)|points?\b|pts\b|/\s*100\b|out of 100\b|of 100\b)", re.IGNORECASE)
 _SCORE_AFTER = re.compile(r"^[^\d\n]{0,25}(humanness|human[- ]?likeness|naturalness|humani[sz]\w*)", re.IGNORECASE)
 _PERCENT = re.compile(r"^\s*%")
-_SCORE_WORD = re.compile(r"评分|得分|打分|分数|拟人|人味|score|rating|rated|humani[sz]|human[- ]?likeness|humanness|naturalness", re.IGNORECASE)
+_SCORE_WORD = re.compile(r"评分|得分|打分|分数|拟人|人味|检测结果|"
+                         r"score|rating|rated|humani[sz]|human[- ]?likeness|humanness|naturalness", re.IGNORECASE)
 _THRESHOLD = re.compile(r"(threshold|阈值|门槛|离|距离|at least|minimum|min\.|≥|>=|below|under|above|over|低于|高于|超过|不低于)"
                         r"[^\d\n]{0,12}$", re.IGNORECASE)
 _THRESHOLD_AFTER = re.compile(r"^\s*(分)?\s*(的)?(门槛|阈值|threshold|or (more|higher|above))", re.IGNORECASE)
@@ -248,7 +252,10 @@ class ClaimRules:
                 else:
                     found.append(ClaimFound(cap, clause, value))
             found.extend(c for cap, c in keyword_claims.items() if cap not in used)
-        return _dedupe(found)
+        # "Humanized; it rates 87.4": the keyword and the value sit in different sentences, but they are one
+        # claim; the bare one would be "verified" next to the quoted value's "mismatch".
+        quoted = {c.capability for c in found if c.value is not None}
+        return _dedupe([c for c in found if c.value is not None or c.capability not in quoted])
 
     # -- verdicts -------------------------------------------------------------
 
@@ -277,6 +284,10 @@ def parse_number(token: str) -> float | None:
     token = token.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", token):
         return float(token)
+    if re.fullmatch(r"[零一二两三四五六七八九十百]+点[零一二三四五六七八九]+", token):  # 七十八点四
+        whole, frac = token.split("点")
+        integer = parse_number(whole)
+        return None if integer is None else float(f"{integer:g}." + "".join(str(_ZH_DIGITS[ch]) for ch in frac))
     if re.fullmatch(r"[零一二两三四五六七八九十百]+", token):
         total, digit = 0, None
         for ch in token:
@@ -301,7 +312,7 @@ def parse_number(token: str) -> float | None:
 
 def scores_in(clause: str) -> list[str]:
     """Humanize scores quoted in a clause: a number in a scoring context that is not a threshold."""
-    clause = re.sub(r"百分之\s*([零一二两三四五六七八九十百]+|\d+(?:\.\d+)?)", r"\1%", clause)
+    clause = re.sub(r"百分之\s*([零一二两三四五六七八九十百]+(?:点[零一二三四五六七八九]+)?|\d+(?:\.\d+)?)", r"\1%", clause)
     out = []
     for m in _NUMBER.finditer(clause):
         before, after = clause[:m.start()], clause[m.end():]
@@ -468,6 +479,7 @@ def text_tool_calls(text: str, tool_names: Iterable[str]) -> list[str]:
 
 _URL_TOKEN = "\x00URL{}\x00"
 _QUOTED = re.compile(r"《[^》]{0,80}》|“[^”]{0,80}”|\"[^\"\n]{0,80}\"")
+_CONTRAST = re.compile(r"\s*[,;]?\s+(?:though|although|but|however)\s+", re.IGNORECASE)
 _ZH_AFTER = re.compile(r"(之后|以后|后|时)\s*$")
 _ZH_NARRATED = re.compile(r"了|已")
 
@@ -488,15 +500,24 @@ def _sentences(text: str) -> list[str]:
 
 
 def _clauses(sentence: str) -> list[str]:
-    raw = [_restore_urls(c).strip() for c in _CLAUSE_SPLIT.split(_protect_urls(sentence))]
+    # A contrast word opening a clause is kept (as a mark) so the list rule below can see it.
+    marked = _CONTRAST.sub(", \x06", _protect_urls(sentence))
+    raw = [_restore_urls(c).strip() for c in _CLAUSE_SPLIT.split(marked)]
     raw = [c for c in raw if c]
     out: list[str] = []
+    turned = False
     for clause in raw:
+        if clause.startswith("\x06"):
+            turned, clause = True, clause[1:].strip()
+            if not clause:
+                continue
         # "Topic, draft and humanize are done": a bare English list item belongs to the clause after it.
-        if out and not _CJK.search(out[-1]) and len(out[-1].split()) <= 2 and not out[-1].endswith(":") \
+        # Not when the next clause turns against it ("Drafted, though neither humanized nor published").
+        if out and not turned and not _CJK.search(out[-1]) and len(out[-1].split()) <= 2 and not out[-1].endswith(":") \
                 and not _CJK.search(clause):
             clause = f"{out.pop()}, {clause}"
         out.append(clause)
+        turned = False
     return out
 
 

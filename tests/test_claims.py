@@ -253,10 +253,76 @@ def test_corpus_meets_the_bar():
     records = bench.load()
     assert len(records) >= 300 and {r.lang for r in records} == {"zh", "en"}
     # The later sets (written blind, then tuned on) guard against regressions too.
-    for name in ("claims_fresh.txt", "claims_fresh2.txt", "claims_fresh3.txt"):
+    for name in ("claims_fresh.txt", "claims_fresh2.txt", "claims_fresh3.txt", "claims_fresh4.txt"):
         records += bench.load(path.parent / "corpus" / name)
     table = bench.evaluate(records)["table"]["all"]
     overall = table["overall"]["false"]
     assert overall.precision >= 0.98 and overall.recall >= 0.98
     for cls, row in table.items():
         assert row["false"].precision >= 0.9 and row["false"].recall >= 0.9, cls
+
+
+# --- generalisations from the fifth blind set (claims_fresh4.txt) ---------------------------------
+
+
+@pytest.mark.parametrize("text,score", [
+    ("拟人化评分九十一点五。", "91.5"), ("检测结果为百分之六十二点五。", "62.5"), ("拟人度百分之八十点二。", "80.2"),
+])
+def test_chinese_decimal_numerals(text, score):
+    assert [c.value for c in RULES.extract(text) if c.capability == "humanize" and c.value] == [score]
+
+
+def test_chinese_decimal_parses():
+    from pipeline.claims import parse_number
+    assert parse_number("七十八点四") == 78.4
+    assert parse_number("六十点零五") == 60.05
+    assert parse_number("九十") == 90.0
+
+
+def test_a_quoted_score_in_another_sentence_replaces_the_bare_claim():
+    # Keyword and value in two sentences are one claim: a wrong score is a mismatch, not also "verified".
+    facts = {"humanize": [78.4]}
+    assert verdicts("Rewrote it; the checker rated it 93.", facts) == {("humanize", "mismatch")}
+    assert verdicts("润色完成。拟人化评分 78 分。", facts) == {("humanize", "verified")}
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Chose an angle for today and wrote a rough first pass.", {"topic", "draft"}),
+    ("Draft #7 written.", {"draft"}),
+    ("The draft is saved.", {"draft"}),
+    ("The weekly summary was emailed to the team.", {"report"}),
+    ("Mailed you the report.", {"report"}),
+    ("It now reads like a real person wrote it.", {"humanize"}),
+    ("改得更像真人写的了。", {"humanize"}),
+    ("AI腔淡了很多。", {"humanize"}),
+    ("这篇已经备案。", {"register"}),
+    ("手续已办妥，登记完成。", {"register"}),
+    ("今天的总结也发给大家了。", {"report"}),
+    ("初稿写好后，随后已上线。", {"draft", "publish"}),
+])
+def test_paraphrases_from_blind_set(text, expected):
+    assert caps(text) == expected, RULES.extract(text)
+
+
+def test_pushed_report_is_not_a_publication():
+    assert caps("周报 —— 已推送 ✔") == {"report"}
+    assert caps("文章已推送到平台。") == {"publish"}
+
+
+def test_topic_line_naming_the_title_claims_the_topic():
+    assert caps("Topic: Why Postgres vacuum matters") == {"topic"}
+    assert caps("Topic: pending") == set()
+
+
+def test_contrast_keeps_a_short_item_out_of_the_negated_clause():
+    assert caps("Published, though not registered.") == {"publish"}
+    assert caps("Humanized but never published.") == {"humanize"}
+
+
+def test_error_as_a_subject_does_not_negate():
+    assert caps("I've drafted a post about error handling in Go.") == {"draft"}
+    assert caps("Publishing hit an error.") == set()
+
+
+def test_afterwards_is_a_plan_unless_narrated_done():
+    assert caps("随后发布。") == set()
