@@ -12,7 +12,9 @@ start, litellm import, model load and the run.
 Per run it reports the exit code, status and the guard's reason, assistant
 turns, nudges, failed tool calls, wall time, the load average (the machine may
 be shared) and whether the ledger holds a verified publication and a
-registration — an exit 0 without both is a violation and is counted.
+registration — an exit 0 without both is a violation and is counted — and how
+much the published rewrite differs from its draft (difflib ratio of the stored
+bodies; 1.0 is a verbatim copy) with the copies humanize rejected.
 Writes bench/results/brainstorm.json.
 
 Targets (issue 12): >= 18 of 20 exit 0, no exit 0 without a verified
@@ -80,6 +82,10 @@ def one_run(i: int, model: str, timeout: float) -> dict:
                 "nudge_kinds": [g.kind for g in events if g.action == "nudge"],
                 "failed_calls": [e.capability for e in executions if e.ok is False],
                 "humanize_scores": [json.loads(e.result_json or "{}").get("score") for e in executions if e.capability == "humanize" and e.ok],
+                # Measured here from the stored texts, not taken from the capability's own result.
+                "rewrite_similarity": _rewrite_similarity(ledger, run.id),
+                "copies_rejected": sum(1 for e in executions if e.capability == "humanize" for a in _attempts(e)
+                                       if "the draft's text" in (a.get("rejected") or "")),
                 "verified_publication": bool(verified), "registration": bool(registered),
                 "topic": json.loads(topic.result_json or "{}").get("title") if topic else None,
                 "error": (run.error or "")[:200] or None,
@@ -115,10 +121,30 @@ def main() -> int:
     return 0
 
 
+def _attempts(execution) -> list[dict]:
+    return json.loads(execution.result_json or "{}").get("attempts") or []
+
+
+def _rewrite_similarity(ledger: Ledger, run_id: str) -> float | None:
+    """difflib ratio of the published rewrite's body to its draft's (1.0: a verbatim copy)."""
+    import difflib
+
+    from pipeline.models import Article
+
+    with ledger.read() as s:
+        rewrite = s.exec(select(Article).where(Article.run_id == run_id, Article.kind == "humanized")
+                         .order_by(Article.id.desc())).first()  # type: ignore[union-attr]
+        draft = s.get(Article, rewrite.parent_id) if rewrite is not None else None
+    if rewrite is None or draft is None:
+        return None
+    return round(difflib.SequenceMatcher(None, draft.body, rewrite.body, autojunk=False).ratio(), 3)
+
+
 def summarise(rows: list[dict], model: str, planned: int) -> dict:
     walls = [r["wall_s"] for r in rows]
     exit0 = [r for r in rows if r["exit_code"] == 0]
     violations = [r["run"] for r in exit0 if not (r.get("verified_publication") and r.get("registration"))]
+    sims = [r["rewrite_similarity"] for r in rows if r.get("rewrite_similarity") is not None]
     return {
         "model": model, "runs": len(rows), "planned_runs": planned, "cpus": os.cpu_count(),
         "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -127,6 +153,9 @@ def summarise(rows: list[dict], model: str, planned: int) -> dict:
         "median_wall_s": statistics.median(walls) if walls else None, "max_wall_s": max(walls) if walls else None,
         "median_turns": statistics.median([r["turns"] for r in rows if "turns" in r] or [0]),
         "total_nudges": sum(r.get("nudges") or 0 for r in rows),
+        "rewrite_similarity_median": statistics.median(sims) if sims else None,
+        "rewrite_similarity_max": max(sims) if sims else None,
+        "copies_rejected": sum(r.get("copies_rejected") or 0 for r in rows),
         "targets": {"exit_0_at_least": 18 * len(rows) / 20, "median_wall_s_at_most": 60},
     }
 
