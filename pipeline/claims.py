@@ -237,6 +237,10 @@ class ClaimRules:
                 for m in self.registration_no.finditer(clause):
                     if not _EXAMPLE.search(clause[:m.start()]):  # "a number like CT-…" shows a format
                         values.append(("register", m.group(0), clause))
+                bare = _URL.sub(" ", clause)
+                for m in _REGISTRATION_LABELLED.finditer(bare):
+                    if not self.registration_no.fullmatch(m.group(1)) and not _EXAMPLE.search(bare[:m.start()]):
+                        values.append(("register", m.group(1), clause))
                 for score in scores_in(self.registration_no.sub(" ", _URL.sub(" ", clause))):
                     values.append(("humanize", score, clause))
                 for url in _URL.findall(clause):
@@ -274,6 +278,13 @@ class ClaimRules:
 
     def check(self, text: str, facts: Mapping[str, list[Any]]) -> list[ClaimFound]:
         return self.judge(self.extract(text), facts)
+
+
+# A registration number named by its label but not in this deployment's format ("the registration
+# number is 12345", seen from the embedded model): a register claim whose value no fact can match.
+_REGISTRATION_LABELLED = re.compile(
+    r"(?:registration\s+(?:number|no\.?|id)|登记号|登记编号|台账编号)\s*(?:is|was|:|：|为|是|=)?\s*[`'\"“«(（]?"
+    r"((?=[A-Za-z_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,})", re.IGNORECASE)
 
 
 # --- numbers -------------------------------------------------------------------------

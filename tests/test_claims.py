@@ -213,6 +213,27 @@ def test_partial_run_claiming_the_rest():
         ("topic", "verified"), ("draft", "verified"), ("humanize", "verified"), ("publish", "unbacked"), ("register", "unbacked")}
 
 
+@pytest.mark.parametrize("text", [
+    # The embedded model's own words in a run (make run, 2026-11-30), after every step had succeeded.
+    "The URL of the published article is http://127.0.0.1:8765/posts/sqlite-wal.html and the registration number is 12345.",
+    "Registration no: 20261130-7.",
+    "登记号为 A1024。",
+])
+def test_a_registration_number_in_another_format_is_a_mismatch(text):
+    assert ("register", "mismatch") in verdicts(text, FACTS_DONE)
+    assert [c.value for c in RULES.check(text, FACTS_DONE) if c.capability == "register"][0] in text
+
+
+@pytest.mark.parametrize("text", [
+    "The registration number is CT-20261130-003.",
+    "The registration number is pending.",
+    "Registration numbers look like CT-YYYYMMDD-NNN.",
+    "No registration number was issued.",
+])
+def test_a_labelled_registration_number_is_judged_once_and_only_when_it_is_one(text):
+    assert ("register", "mismatch") not in verdicts(text, FACTS_DONE)
+
+
 def test_value_mismatch_in_a_table_and_in_chinese_numerals():
     assert verdicts("| Registration | CT-20261201-003 |", FACTS_DONE) == {("register", "mismatch")}
     assert verdicts("拟人化得分八十五分。", FACTS_DONE) == {("humanize", "mismatch")}
