@@ -126,7 +126,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
         same = similarity(src.body, body)
         if not why and same >= UNCHANGED:
             # A copy would score whatever the draft scores: the step would be recorded as done without
-            # having been done. (The embedded model returns its input verbatim in most first attempts.)
+            # having been done. (The embedded model does, now and then, at every temperature.)
             why = [f"the rewrite is {same:.0%} the draft's text"]
             note = UNCHANGED_NOTE
         if why:
