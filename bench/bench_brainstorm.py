@@ -127,8 +127,7 @@ def _attempts(execution) -> list[dict]:
 
 def _rewrite_similarity(ledger: Ledger, run_id: str) -> float | None:
     """difflib ratio of the published rewrite's body to its draft's (1.0: a verbatim copy)."""
-    import difflib
-
+    from capabilities.humanize import similarity
     from pipeline.models import Article
 
     with ledger.read() as s:
@@ -137,7 +136,7 @@ def _rewrite_similarity(ledger: Ledger, run_id: str) -> float | None:
         draft = s.get(Article, rewrite.parent_id) if rewrite is not None else None
     if rewrite is None or draft is None:
         return None
-    return round(difflib.SequenceMatcher(None, draft.body, rewrite.body, autojunk=False).ratio(), 3)
+    return round(similarity(draft.body, rewrite.body), 3)
 
 
 def summarise(rows: list[dict], model: str, planned: int) -> dict:

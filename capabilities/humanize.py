@@ -102,7 +102,8 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     note: str | None = None
     if earlier:
         prev = max(earlier, key=lambda a: a.score or 0)
-        note = feedback(f"# {prev.title}\n\n{prev.body}", score(f"# {prev.title}\n\n{prev.body}", src.language), h.threshold)
+        prev_text = f"# {prev.title}\n\n{prev.body}"
+        note = feedback(prev_text, score(prev_text, src.language), h.threshold)
     # Attempts are numbered across calls (rejected ones leave no article), so none repeats a sampling.
     offset = _earlier_calls(ctx) * (1 + h.max_rewrites)
     best = None

@@ -121,6 +121,11 @@ _URL = re.compile(r"https?://[^\s<>\"'`，。；、）)\]】|]+", re.IGNORECASE)
 _LINK_WORD = re.compile(r"链接|网址|地址|\b(link|url|at|available)\b", re.IGNORECASE)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _EXAMPLE = re.compile(r"(\blike|such as|e\.g\.|for example|for instance|例如|比如|格式为?|形如)[\s:：]*$", re.IGNORECASE)
+# A registration number named by its label but not in this deployment's format ("the registration
+# number is 12345", seen from the embedded model): a register claim whose value no fact can match.
+_REGISTRATION_LABELLED = re.compile(
+    r"(?:registration\s+(?:number|no\.?|id)|登记号|登记编号|台账编号)\s*(?:is|was|:|：|为|是|=)?\s*[`'\"“«(（]?"
+    r"((?=[A-Za-z_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,})", re.IGNORECASE)
 
 # Scores. Numbers come as 85, 78.4, 八十五, seventy-eight; the context says whether one is a score.
 _EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
@@ -241,7 +246,7 @@ class ClaimRules:
                 for m in _REGISTRATION_LABELLED.finditer(bare):
                     if not self.registration_no.fullmatch(m.group(1)) and not _EXAMPLE.search(bare[:m.start()]):
                         values.append(("register", m.group(1), clause))
-                for score in scores_in(self.registration_no.sub(" ", _URL.sub(" ", clause))):
+                for score in scores_in(self.registration_no.sub(" ", bare)):
                     values.append(("humanize", score, clause))
                 for url in _URL.findall(clause):
                     url = url.rstrip(".,:;!?")
@@ -278,13 +283,6 @@ class ClaimRules:
 
     def check(self, text: str, facts: Mapping[str, list[Any]]) -> list[ClaimFound]:
         return self.judge(self.extract(text), facts)
-
-
-# A registration number named by its label but not in this deployment's format ("the registration
-# number is 12345", seen from the embedded model): a register claim whose value no fact can match.
-_REGISTRATION_LABELLED = re.compile(
-    r"(?:registration\s+(?:number|no\.?|id)|登记号|登记编号|台账编号)\s*(?:is|was|:|：|为|是|=)?\s*[`'\"“«(（]?"
-    r"((?=[A-Za-z_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,})", re.IGNORECASE)
 
 
 # --- numbers -------------------------------------------------------------------------
