@@ -29,13 +29,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pipeline.ledger import Ledger  # noqa: E402
+from pipeline.utc import sqlite_text  # noqa: E402
 
 MODELS = ["openai/gpt-4o-mini", "deepseek/deepseek-chat", "ollama/qwen2.5:7b", "local/qwen2.5-coder-1.5b"]
 CAPS = ["topic", "draft", "humanize", "publish", "register", "report"]
 
 
 def _ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%d %H:%M:%S.%f")  # as SQLAlchemy stores DateTime on SQLite
+    return sqlite_text(t)  # as the ledger stores a time on SQLite
 
 
 def build(path: Path, n_runs: int) -> dict[str, int]:

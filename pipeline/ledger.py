@@ -38,7 +38,8 @@ from .errors import EnvironmentFailure, LedgerError, TickAlreadyRun
 
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
 from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
-from .models import Claim, Execution, GuardEvent, Run, Tick, Turn, utcnow
+from .models import Claim, Execution, GuardEvent, Run, Tick, Turn
+from .utc import utcnow
 
 if TYPE_CHECKING:
     from .config import Config

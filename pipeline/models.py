@@ -19,19 +19,42 @@ a change here needs a new revision there (``tests/test_migrations.py`` fails oth
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint, text
+from sqlalchemy import Column, DateTime, Index, Text, UniqueConstraint, text
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlmodel import Field, SQLModel
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+from .utc import aware, utcnow
 
 
-def aware(dt: datetime) -> datetime:
-    """A datetime read back from the ledger, in UTC: SQLite returns them without a zone, and the ledger writes UTC."""
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+class UTCDateTime(TypeDecorator):
+    """Every time in the ledger: aware UTC in Python, ``timestamptz`` on PostgreSQL, ISO text with ``+00:00`` on SQLite."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+    # SQLAlchemy's own SQLite DATETIME drops the offset; this format keeps it (pipeline.utc.SQLITE_FORMAT).
+    _SQLITE = sqlite.DATETIME(
+        timezone=True,
+        storage_format="%(year)04d-%(month)02d-%(day)02dT%(hour)02d:%(minute)02d:%(second)02d.%(microsecond)06d+00:00",
+        regexp=r"(\d+)-(\d+)-(\d+)[T ](\d+):(\d+):(\d+)(?:\.(\d+))?")
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        return self._SQLITE if dialect.name == "sqlite" else dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else aware(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else aware(value)
+
+
+def Time(**kw: Any) -> Any:  # noqa: N802 - reads as a column type in the models below
+    """A time column (``UTCDateTime``); keyword arguments as for ``Field``."""
+    return Field(sa_type=UTCDateTime, **kw)
 
 
 class Run(SQLModel, table=True):
@@ -40,8 +63,8 @@ class Run(SQLModel, table=True):
     id: str = Field(primary_key=True)
     channel: str = "default"
     model: str
-    started_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
+    started_at: datetime = Time(default_factory=utcnow)
+    finished_at: datetime | None = Time(default=None)
     # running | done | hallucination | incomplete | provider_unavailable | platform_unavailable | submitted
     # | awaiting_review | rejected | dry_run | error
     # | interrupted | crashed
@@ -77,7 +100,7 @@ class Turn(SQLModel, table=True):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     latency_ms: float | None = None
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Time(default_factory=utcnow)
 
 
 class Execution(SQLModel, table=True):
@@ -92,8 +115,8 @@ class Execution(SQLModel, table=True):
     ok: bool | None = None
     result_json: str | None = Field(default=None, sa_column=Column(Text))
     error: str | None = Field(default=None, sa_column=Column(Text))
-    started_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
+    started_at: datetime = Time(default_factory=utcnow)
+    finished_at: datetime | None = Time(default=None)
 
 
 class Topic(SQLModel, table=True):
@@ -104,7 +127,7 @@ class Topic(SQLModel, table=True):
     normalized: str = Field(index=True)
     angle: str | None = None
     source: str
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Time(default_factory=utcnow)
 
 
 class Article(SQLModel, table=True):
@@ -120,7 +143,7 @@ class Article(SQLModel, table=True):
     content_hash: str
     score: float | None = None
     score_components_json: str | None = Field(default=None, sa_column=Column(Text))
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Time(default_factory=utcnow)
 
 
 class Publication(SQLModel, table=True):
@@ -142,12 +165,12 @@ class Publication(SQLModel, table=True):
     # so a crash resumes from the last step instead of repeating it (see pipeline/publishers/wechat.py).
     cover_id: str | None = None  # the cover's permanent material media_id
     draft_id: str | None = None  # the draft's media_id
-    submit_started_at: datetime | None = None  # set just before the submit call: a task may exist from here on
+    submit_started_at: datetime | None = Time(default=None)  # set just before the submit call: a task may exist from here on
     publish_id: str | None = None  # the publish task's id, once the platform accepted it
-    submitted_at: datetime | None = None
+    submitted_at: datetime | None = Time(default=None)
     verification: str | None = Field(default=None, sa_column=Column(Text))
-    created_at: datetime = Field(default_factory=utcnow)
-    verified_at: datetime | None = None
+    created_at: datetime = Time(default_factory=utcnow)
+    verified_at: datetime | None = Time(default=None)
 
 
 class Review(SQLModel, table=True):
@@ -160,12 +183,12 @@ class Review(SQLModel, table=True):
     # pending | approved | rejected
     status: str = Field(default="pending", index=True)
     preview: str | None = Field(default=None, sa_column=Column(Text))  # the would-be post, rendered locally
-    requested_at: datetime = Field(default_factory=utcnow)
+    requested_at: datetime = Time(default_factory=utcnow)
     decided_by: str | None = None
-    decided_at: datetime | None = None
+    decided_at: datetime | None = Time(default=None)
     reason: str | None = Field(default=None, sa_column=Column(Text))
     # Set once publish, register and report have run for the approved article.
-    completed_at: datetime | None = None
+    completed_at: datetime | None = Time(default=None)
 
 
 class PlatformToken(SQLModel, table=True):
@@ -175,8 +198,8 @@ class PlatformToken(SQLModel, table=True):
     # "<platform>:<account>", e.g. "wechat:wx1234…" (the appid, not a secret)
     name: str = Field(primary_key=True)
     token: str = Field(sa_column=Column(Text, nullable=False))
-    expires_at: datetime
-    fetched_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime = Time()
+    fetched_at: datetime = Time(default_factory=utcnow)
 
 
 class Registration(SQLModel, table=True):
@@ -188,7 +211,7 @@ class Registration(SQLModel, table=True):
     registration_no: str = Field(unique=True)
     day: str  # YYYYMMDD in the configured timezone
     seq: int
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Time(default_factory=utcnow)
 
 
 class Report(SQLModel, table=True):
@@ -196,7 +219,7 @@ class Report(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="runs.id", index=True)
     body: str = Field(sa_column=Column(Text, nullable=False))
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Time(default_factory=utcnow)
 
 
 class Claim(SQLModel, table=True):
@@ -208,7 +231,7 @@ class Claim(SQLModel, table=True):
     text: str = Field(sa_column=Column(Text, nullable=False))
     value: str | None = None
     status: str  # verified | unbacked | mismatch
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Time(default_factory=utcnow)
 
 
 class Tick(SQLModel, table=True):
@@ -223,13 +246,13 @@ class Tick(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("channel", "scheduled_for"),)
     id: int | None = Field(default=None, primary_key=True)
     channel: str
-    scheduled_for: datetime
+    scheduled_for: datetime = Time()
     state: str = "claimed"  # claimed | done
     attempts: int = 1
     run_id: str | None = Field(default=None, foreign_key="runs.id", index=True)
     claimed_by: str | None = None  # host:pid of the process that claimed it last
-    claimed_at: datetime = Field(default_factory=utcnow)
-    finished_at: datetime | None = None
+    claimed_at: datetime = Time(default_factory=utcnow)
+    finished_at: datetime | None = Time(default=None)
 
 
 class GuardEvent(SQLModel, table=True):
@@ -242,4 +265,4 @@ class GuardEvent(SQLModel, table=True):
     action: str
     nudge_no: int = 0
     message: str = Field(sa_column=Column(Text, nullable=False))
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Time(default_factory=utcnow)

@@ -49,7 +49,8 @@ from .errors import (
     RunInterrupted,
 )
 from .ledger import Ledger
-from .models import Article, Publication, Topic, utcnow
+from .models import Article, Publication, Topic
+from .utc import utcnow
 from .publishers import (
     LookupUnsupported,
     Published,

@@ -17,13 +17,14 @@ for both a read command and a run in progress.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from .errors import LedgerError
 from .facts import Fact, fact_from_execution
+from .utc import aware, sqlite_text
 
 _BOOL_COLUMNS = {"ok", "guard_enabled"}
 
@@ -36,13 +37,10 @@ def sqlite_path(url: str) -> Path | None:
 
 
 def _utc(value: Any) -> Any:
-    # The writer stores naive UTC (SQLAlchemy's DateTime on SQLite is a string without offset).
+    # SQLite gives the stored ISO text; PostgreSQL a timestamptz in the session's zone. Both become aware UTC.
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    if isinstance(value, datetime):
-        # PostgreSQL hands timestamptz back in the session's time zone: UTC, as the writer's models do.
-        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-    return value
+    return aware(value) if isinstance(value, datetime) else value
 
 
 def _row(data: dict[str, Any]) -> SimpleNamespace:
@@ -78,9 +76,8 @@ class _Reads:
         return found[0][0] if found else None
 
     def time_param(self, t: datetime) -> Any:
-        """A UTC time as the writer stores it (SQLite: the text SQLAlchemy writes, so comparisons order right)."""
-        t = t.astimezone(timezone.utc).replace(tzinfo=None)
-        return t.strftime("%Y-%m-%d %H:%M:%S.%f") if self.is_sqlite else t
+        """A time as the ledger stores it (on SQLite its text, so comparisons order right)."""
+        return sqlite_text(t) if self.is_sqlite else aware(t)
 
     def get_run(self, run_id: str | None = None) -> SimpleNamespace | None:
         if run_id:

@@ -36,7 +36,8 @@ from sqlmodel import select
 from .alerts import Alerter
 from .config import Config
 from .ledger import Ledger
-from .models import Execution, Publication, Registration, Run, utcnow
+from .models import Execution, Publication, Registration, Run
+from .utc import utcnow
 
 log = logging.getLogger(__name__)
 

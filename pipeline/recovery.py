@@ -19,7 +19,8 @@ from sqlmodel import select
 from .config import Config
 from .errors import ConfigError, PipelineError, PlatformUnavailableError
 from .ledger import Ledger
-from .models import Article, Publication, Run, aware, utcnow
+from .models import Article, Publication, Run
+from .utc import aware, utcnow
 from .publishers import LookupUnsupported, Publisher, get_publisher, same_content
 from .publishers.remote import RemotePublisher
 from .publishing import (

@@ -34,7 +34,8 @@ from sqlmodel import select
 from .config import Config
 from .errors import ConfigError, ExitCode, PipelineError
 from .ledger import Ledger
-from .models import Article, Registration, Report, Review, Run, utcnow
+from .models import Article, Registration, Report, Review, Run
+from .utc import utcnow
 from .status import ReviewView, review_of, reviews
 
 CALL_PREFIX = "review:"

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 from . import deadline, disk, redact, registry, shutdown, tracing, validate
 from .agent import AgentLoop
@@ -33,6 +33,7 @@ from .prompts import Prompts
 from .publishers import get_publisher
 from .states import RunStatus
 from .tools import RunContext
+from .utc import sqlite_text, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ def force_finish(reason: str = "interrupted by a second signal") -> None:
     """
     with _active_lock:
         active = dict(_active)
-    now = datetime.now(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
+    now = utcnow()
     update = ("UPDATE runs SET status = 'interrupted', exit_code = 130, error = :reason, finished_at = :now "
               "WHERE id = :run_id AND status = 'running'")
     for run_id, url in active.items():
@@ -202,7 +203,7 @@ def force_finish(reason: str = "interrupted by a second signal") -> None:
             if url.startswith("sqlite:///"):
                 conn = sqlite3.connect(url[len("sqlite:///"):], timeout=0.5, isolation_level=None)
                 try:
-                    conn.execute(update, params)
+                    conn.execute(update, {**params, "now": sqlite_text(now)})
                 finally:
                     conn.close()
             else:

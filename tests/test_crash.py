@@ -26,7 +26,8 @@ from sqlmodel import select
 from support import CrashWorker, Recorder
 
 from capabilities.publish import publish
-from pipeline.models import Publication, Run, utcnow
+from pipeline.models import Publication, Run
+from pipeline.utc import utcnow
 from pipeline.publishing import RECOVERED
 from pipeline.publishing import idempotency_key as _key
 from pipeline.recovery import recover_pending

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from pipeline import migrations, models  # noqa: F401
 from pipeline.errors import ExitCode, LedgerVersionError
 from pipeline.ledger import Ledger
 from pipeline.ledger_check import check
+from pipeline.utc import aware
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ledger-0.1.0.db"
 REPO = Path(__file__).resolve().parent.parent
@@ -61,6 +64,15 @@ def _rows(path: Path) -> dict[str, list[tuple]]:
         conn.close()
 
 
+_TIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
+
+
+def _times_as_instants(rows: list[tuple]) -> list[tuple]:
+    """Each stored time as the instant it names (revision 0012 rewrites the text, never the time)."""
+    return [tuple(aware(datetime.fromisoformat(v)) if isinstance(v, str) and _TIME.fullmatch(v[:19]) else v
+                  for v in row) for row in rows]
+
+
 def test_head_is_the_newest_revision_and_baseline_the_oldest():
     known = migrations.known_revisions()
     assert known[0] == migrations.BASELINE and known[-1] == migrations.HEAD
@@ -88,19 +100,41 @@ def test_a_ledger_made_by_0_1_0_upgrades_in_place_with_every_row(tmp_path):
     ledger = Ledger(f"sqlite:///{path}")
     assert ledger.migration.stamped_legacy and ledger.migration.after == migrations.HEAD
     after = _rows(path)
+    times = [v for rows in after.values() for r in rows for v in r if isinstance(v, str) and _TIME.fullmatch(v[:19])]
+    assert len(times) > 100 and all(t.endswith("+00:00") and len(t) == 32 for t in times), "times written with offset"
     for table, rows in before.items():
+        rows, new = _times_as_instants(rows), _times_as_instants(after[table])
         if table == "publications":  # columns added at the end, NULL for old rows
             width = len(rows[0])
-            assert [r[:width] for r in after[table]] == rows
-            assert all(v is None for r in after[table] for v in r[width:])
+            assert [r[:width] for r in new] == rows
+            assert all(v is None for r in new for v in r[width:])
         else:
-            assert after[table] == rows, table
+            assert new == rows, table
     # The old rows read through today's code: facts, claims, the diff.
     run_ids = [r.id for r in ledger.runs()]
     assert len(run_ids) == 4
     assert {f.capability for f in ledger.facts(run_ids[0])} >= {"publish", "register"}
     assert check(ledger.engine).ok
     assert _drift(f"sqlite:///{path}") == []
+
+
+def test_times_get_their_offset_and_a_downgrade_gives_the_old_text_back(tmp_path):
+    """Revision 0012 on SQLite: ISO text with +00:00 (what datasette shows), the same instants, reversible."""
+    path = tmp_path / "ledger.db"
+    shutil.copy(FIXTURE, path)
+    original = _rows(path)
+    engine = create_engine(f"sqlite:///{path}")
+    migrations.migrate(engine)
+    upgraded = _rows(path)
+    assert upgraded["runs"][0][3].endswith("+00:00") and "T" in upgraded["runs"][0][3]
+    migrations.migrate(engine, "0011", allow_downgrade=True)
+    downgraded = _rows(path)
+    assert {t: rows for t, rows in downgraded.items() if t != "publications"} == \
+        {t: rows for t, rows in original.items() if t != "publications"}
+    assert [r[:len(original["publications"][0])] for r in downgraded["publications"]] == original["publications"]
+    migrations.migrate(engine)
+    assert _rows(path) == upgraded
+    engine.dispose()
 
 
 def test_upgrade_downgrade_base_upgrade_round_trips(ledger_url):

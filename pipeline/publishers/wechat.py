@@ -68,7 +68,8 @@ from .. import http
 from ..config import Config
 from ..content import to_html
 from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
-from ..models import Article, PlatformToken, Publication, aware, utcnow
+from ..models import Article, PlatformToken, Publication
+from ..utc import aware, utcnow
 from ..retry import Backoff
 from . import Published, PublishOutcomeUnknown
 from .remote import AttemptBudget, secret_from_env, setting_url
