@@ -456,7 +456,7 @@ def stats(config: ConfigOpt = None,
         _, reader = _reader(config)
         rows = model_stats(reader, start)
     if as_json:
-        sys.stdout.write(json.dumps({"since": start.isoformat() if start else None, "models": rows}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"since": start.isoformat() if start else None, "models": [r.as_dict() for r in rows]}, indent=2) + "\n")
         return
     if not rows:
         out.print("no runs" + (f" since {start:%Y-%m-%d %H:%M} UTC" if start else ""), highlight=False)
@@ -467,13 +467,13 @@ def stats(config: ConfigOpt = None,
 
     table = []
     for r in rows:
-        halluc = ", ".join(f"{cap} {status} {n}" for cap, by in sorted(r["hallucinations"].items())
+        halluc = ", ".join(f"{cap} {status} {n}" for cap, by in sorted(r.hallucinations.items())
                            for status, n in sorted(by.items())) or "0"
-        served = ",".join(sorted(r["served"])) or "—"
-        ms = "—" if r["latency_ms_p50"] is None else f"{r['latency_ms_p50']:.0f}/{r['latency_ms_p95']:.0f}"
-        table.append([r["model"], served, str(r["runs"]), pct(r["outcomes"].get("done", 0) / r["runs"]) if r["runs"] else "—",
-                      pct(r["prose_only_share"]), f"{r['nudges_per_run']:.2f}", halluc, str(r["text_tool_calls"]),
-                      str(r["stuck_runs"]), ms, f"{r['prompt_tokens']}+{r['completion_tokens']}"])
+        served = ",".join(sorted(r.served)) or "—"
+        ms = "—" if r.latency_ms_p50 is None else f"{r.latency_ms_p50:.0f}/{r.latency_ms_p95:.0f}"
+        table.append([r.model, served, str(r.runs), pct(r.outcomes.get("done", 0) / r.runs) if r.runs else "—",
+                      pct(r.prose_only_share), f"{r.nudges_per_run:.2f}", halluc, str(r.text_tool_calls),
+                      str(r.stuck_runs), ms, f"{r.prompt_tokens}+{r.completion_tokens}"])
     _print_table(["model", "served", "runs", "done", "prose turns", "nudges/run", "hallucinations", "text calls", "stuck",
                   "p50/p95 ms", "tokens"], table)
 

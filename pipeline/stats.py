@@ -12,7 +12,9 @@ queries, so the command stays fast on a large ledger (``bench/bench_stats.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +42,34 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
     return round(sorted_values[k], 1)
 
 
-def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[dict[str, Any]]:
-    """One dict per requested model, most runs first."""
+@dataclass(frozen=True)
+class ModelStats:
+    """One requested model's reliability over the runs started (and the turns made) since a time."""
+
+    model: str
+    served: dict[str, int]  # served model -> assistant turns it answered
+    runs: int
+    outcomes: dict[str, int]  # run status -> runs
+    nudges: int
+    nudges_per_run: float
+    model_turns: int
+    prose_only_turns: int
+    prose_only_share: float
+    hallucinations: dict[str, dict[str, int]]  # capability -> verdict -> unverified claims
+    hallucinations_total: int
+    text_tool_calls: int
+    stuck_runs: int
+    latency_ms_p50: float | None
+    latency_ms_p95: float | None
+    prompt_tokens: int
+    completion_tokens: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[ModelStats]:
+    """One entry per requested model, most runs first."""
     where, params = "", {}
     if since is not None:
         where, params = "WHERE r.started_at >= :since", {"since": reader.time_param(since)}
@@ -100,4 +128,4 @@ def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[dic
     for e in models.values():
         e["nudges_per_run"] = round(e["nudges"] / e["runs"], 2) if e["runs"] else 0.0
         e["prose_only_share"] = round(e["prose_only_turns"] / e["model_turns"], 3) if e["model_turns"] else 0.0
-    return sorted(models.values(), key=lambda e: (-e["runs"], e["model"]))
+    return [ModelStats(**e) for e in sorted(models.values(), key=lambda e: (-e["runs"], e["model"]))]

@@ -268,6 +268,8 @@ def test_read_models_are_frozen_dataclasses_in_step_with_reconciliation(harness)
 
     from pipeline import reconcile, reports
     from pipeline.diff import run_diff
+    from pipeline.reader import reader_for
+    from pipeline.stats import model_stats
     from pipeline.status import channel_status
 
     # The read model repeats these two constants to stay free of SQLAlchemy; they must not drift.
@@ -276,7 +278,7 @@ def test_read_models_are_frozen_dataclasses_in_step_with_reconciliation(harness)
     outcome, ledger = harness.run("honest")
     for value in (reports.run_summary(ledger, outcome.run_id), run_diff(ledger, outcome.run_id),
                   reports.daily_summary(ledger, outcome_day(ledger, outcome.run_id), "UTC"),
-                  channel_status(harness.config("honest"))[0]):
+                  channel_status(harness.config("honest"))[0], model_stats(reader_for(ledger))[0]):
         assert dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen
         with pytest.raises(dataclasses.FrozenInstanceError):
             value.run_id = "x"  # type: ignore[misc]
