@@ -93,6 +93,39 @@ def test_plain_completion_honours_max_tokens(litellm_local):
     assert not resp.choices[0].message.tool_calls
 
 
+ONE_LONG_LINE = "Count from 1 to 400 separated by commas, all on one line. Output only the numbers."
+
+
+def test_a_decode_past_its_time_limit_ends_there(litellm_local):
+    """llama.cpp's own time limit fires only after a newline: one line of output (a constrained decision is
+    one line of JSON) ran on to max_tokens, 10 s for these 300 tokens under a 1.5 s limit. Now it ends at the
+    limit, as at max_tokens: finish_reason "length"."""
+    started = time.perf_counter()
+    resp = litellm_local.completion(model=MODEL, messages=[{"role": "user", "content": ONE_LONG_LINE}],
+                                    max_tokens=300, timeout=1.5, num_retries=0)
+    elapsed = time.perf_counter() - started
+    print(f"\ncut off after {elapsed:.2f}s (limit 1.5 s), {resp.usage.completion_tokens} tokens")
+    assert resp.choices[0].finish_reason == "length" and "\n" not in resp.choices[0].message.content
+    assert 0 < resp.usage.completion_tokens < 300
+    assert elapsed < 1.5 + 2.0  # one token past the limit, on a loaded runner
+
+
+def test_a_stop_request_ends_a_local_decode(litellm_local, monkeypatch):
+    """SIGTERM's stop flag ends the decode itself, not only the wait for it: the model is free at once."""
+    import threading
+
+    from pipeline import shutdown
+
+    stop = threading.Event()
+    monkeypatch.setattr(shutdown, "_stop", stop)
+    threading.Timer(1.0, stop.set).start()
+    started = time.perf_counter()
+    with pytest.raises(litellm_local.Timeout, match="stop was requested"):
+        litellm_local.completion(model=MODEL, messages=[{"role": "user", "content": ONE_LONG_LINE}],
+                                 max_tokens=300, num_retries=0)
+    assert time.perf_counter() - started < 1.0 + 2.0
+
+
 def _shipped_config(tmp_path, **env):
     from support import REPO
 

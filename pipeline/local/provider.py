@@ -24,6 +24,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from ..constrained import (
     decision_messages,
     parse_constrained,
 )
+from .. import shutdown
 from ..errors import ConfigError
 from . import assets
 
@@ -144,6 +146,54 @@ def _timeout_ms(timeout: Any) -> int | None:
     return max(1, int(read * 1000)) if isinstance(read, (int, float)) and read > 0 else None
 
 
+class Stopped(Exception):
+    """A stop request (SIGTERM) cut the decode off; its partial text is never a reply."""
+
+
+def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[str, Any]:
+    """One chat completion, streamed so that it can be cut off between two tokens.
+
+    At ``limit_ms`` the reply ends there with ``finish_reason`` "length", as at max_tokens: what
+    llama.cpp's own ``t_max_predict_ms`` means, except that it fires only after a newline, and a
+    constrained decision is one line of JSON, so an abandoned decision kept the cores busy up to
+    its max_tokens (measured: 10 s for 300 tokens under a 2 s limit). A stop request raises.
+    """
+    stop_at = None if limit_ms is None else time.monotonic() + limit_ms / 1000
+    content: list[str] = []
+    state: dict[str, Any] = {"finish_reason": None, "usage": None, "error": None, "stopped": False, "cut": False,
+                             "chunks": 0}
+
+    def on_chunk(chunk: dict[str, Any]) -> bool:
+        if chunk.get("error"):
+            state["error"] = chunk["error"]
+            return True
+        for choice in chunk.get("choices") or []:
+            if text := (choice.get("delta") or {}).get("content"):
+                content.append(text)
+                state["chunks"] += 1
+            state["finish_reason"] = choice.get("finish_reason") or state["finish_reason"]
+        state["usage"] = chunk.get("usage") or state["usage"]
+        if shutdown.requested():
+            state["stopped"] = True
+        elif stop_at is not None and time.monotonic() >= stop_at and state["finish_reason"] is None:
+            state["cut"] = True
+            state["finish_reason"] = "length"
+        return state["stopped"] or state["cut"]
+
+    returned = server.handle_chat_completions({**req, "stream": True, "stream_options": {"include_usage": True}},
+                                              on_chunk)
+    if isinstance(returned, dict) and returned.get("error"):
+        state["error"] = returned["error"]
+    if state["error"] is not None:
+        return {"error": state["error"]}
+    if state["stopped"]:
+        raise Stopped("a stop was requested")
+    # Cut off early, llama.cpp sends no usage: count the pieces streamed (one token each).
+    usage = state["usage"] or {"prompt_tokens": 0, "completion_tokens": state["chunks"]}
+    return {"choices": [{"message": {"role": "assistant", "content": "".join(content)},
+                         "finish_reason": state["finish_reason"] or "length"}], "usage": usage}
+
+
 def _handler(provider: str, constrained: bool) -> Any:
     import litellm
     from litellm.types.utils import (
@@ -170,9 +220,15 @@ def _handler(provider: str, constrained: bool) -> Any:
                 raise litellm.BadRequestError(message=str(exc), model=model, llm_provider=provider) from None
             req, json_protocol = _request(messages, optional_params, constrained)
             limit_ms = _timeout_ms(timeout)
-            if limit_ms:
-                req["t_max_predict_ms"] = limit_ms
-            resp = server.handle_chat_completions(req)
+            if "tools" in req:  # llama.cpp's own tool calls arrive whole only unstreamed; its limit is the best there is
+                if limit_ms:
+                    req["t_max_predict_ms"] = limit_ms
+                resp = server.handle_chat_completions(req)
+            else:
+                try:
+                    resp = _generate(server, req, limit_ms)
+                except Stopped as exc:  # the run is being interrupted: no reply, and the cores are free
+                    raise litellm.Timeout(message=f"local model: {exc}", model=model, llm_provider=provider) from None
             if "choices" not in resp:
                 err = resp.get("error", resp)
                 text = err.get("message", json.dumps(err))[:300] if isinstance(err, dict) else str(err)[:300]
