@@ -1,15 +1,16 @@
-"""Reconciliation: finish the business state a crashed or interrupted run left undone.
+"""Reconciliation: finish the business state an unfinished run left undone.
 
-A run that dies (kill -9: ``crashed``) or is stopped (SIGTERM: ``interrupted``)
-between ``publish`` and ``register`` leaves a post that is live and
-``verified`` in the ledger but has no registration number, so the register
-(台账) is incomplete. Crash recovery (``recover_pending``) can also turn a
-pending row into a verified one long after its run ended. The next run of
+A run that ends between ``publish`` and ``register`` (killed: ``crashed``;
+stopped: ``interrupted``; its provider down, a deadline passed, the model gave
+up or lied: ``states.UNFINISHED``) leaves a post that is live and ``verified``
+in the ledger but has no registration number, so the register (台账) is
+incomplete. Crash recovery (``recover_pending``) can also turn a pending row
+into a verified one long after its run ended. The next run of
 the channel, before its agent starts, calls ``reconcile``:
 
 1. ``recover_pending`` settles pending publications with the platform;
-2. every verified, unregistered publication of a ``crashed`` or
-   ``interrupted`` run of this channel gets its registration number, in one
+2. every verified, unregistered publication of an unfinished run of this
+   channel gets its registration number, in one
    transaction together with a ``register`` execution recorded under the
    original run (``call_id`` ``reconcile:<run doing it>``), so the original
    run's facts say it was registered and by whom;
@@ -37,13 +38,11 @@ from .alerts import Alerter
 from .config import Config
 from .ledger import Ledger
 from .models import Execution, Publication, Registration, Run
+from .states import UNFINISHED
 from .utc import utcnow
 
 log = logging.getLogger(__name__)
 
-# Runs that ended without finishing their steps; their verified publications are registered for them.
-# "submitted": the platform published the article after the run's polling budget ended.
-UNFINISHED = ("crashed", "interrupted", "submitted")
 CALL_PREFIX = "reconcile:"
 
 
@@ -61,7 +60,7 @@ class Reconciled:
 
 
 def unregistered(ledger: Ledger, channel: str | None = None) -> list[tuple[Publication, Run]]:
-    """Verified publications of crashed or interrupted runs that have no registration yet."""
+    """Verified publications of runs that ended unfinished (``states.UNFINISHED``) and have no registration yet."""
     query = (select(Publication, Run).join(Run, Run.id == Publication.run_id)
              .outerjoin(Registration, Registration.publication_id == Publication.id)
              .where(Publication.status == "verified", Run.status.in_(UNFINISHED), Registration.id.is_(None))

@@ -20,13 +20,13 @@ from zoneinfo import ZoneInfo
 
 from .files import atomic_write
 from .reader import reader_for
+from .states import UNFINISHED
 
 if TYPE_CHECKING:
     from .config import Config
 
-# As in pipeline.reconcile (a test keeps them equal): runs that ended without finishing their steps, and the
-# call id of the register executions reconciliation records. Not imported from there: it needs SQLAlchemy.
-UNFINISHED = ("crashed", "interrupted", "submitted")
+# As in pipeline.reconcile (a test keeps them equal): the call id of the register executions reconciliation
+# records. Not imported from there: it needs SQLAlchemy.
 RECONCILE_CALL_PREFIX = "reconcile:"
 
 
@@ -204,7 +204,7 @@ def reconciled_registrations(ledger: Any, channel: str | None = None, since: dat
 def unregistered_publications(ledger: Any, channel: str | None = None) -> list[Unregistered]:
     """Verified publications of crashed, interrupted or submitted runs that have no registration yet."""
     db = reader_for(ledger)
-    states, params = _in("s", list(UNFINISHED))
+    states, params = _in("s", [str(s) for s in UNFINISHED])
     where = ""
     if channel is not None:
         where, params["channel"] = " AND r.channel = :channel", channel

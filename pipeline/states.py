@@ -31,6 +31,16 @@ class RunStatus(StrEnum):
         return self in (RunStatus.AWAITING_REVIEW, RunStatus.REJECTED, RunStatus.DRY_RUN)
 
 
+# Runs that ended without finishing their steps, whatever stopped them: a kill, a signal, a provider or
+# platform down, a deadline, the host, a bug, or the model (a hallucination, an incomplete run). A post
+# such a run made is live, so reconciliation registers it for the run (the register must hold every live
+# post) and alerts. Not here: "done" (register is not required when done_when leaves it out), "running",
+# and the review states, whose approval publishes and registers itself.
+UNFINISHED = (RunStatus.CRASHED, RunStatus.INTERRUPTED, RunStatus.SUBMITTED, RunStatus.HALLUCINATION,
+              RunStatus.INCOMPLETE, RunStatus.PROVIDER_UNAVAILABLE, RunStatus.PLATFORM_UNAVAILABLE,
+              RunStatus.TIMED_OUT, RunStatus.ENVIRONMENT, RunStatus.ERROR)
+
+
 class PublicationStatus(StrEnum):
     PENDING = "pending"  # claimed before the platform call; outcome not known yet
     SUBMITTED = "submitted"  # an asynchronous platform accepted a publish task that has not finished

@@ -202,10 +202,11 @@ def _recorder():
     return Recorder()
 
 
-@pytest.mark.parametrize("ending", ["crashed", "interrupted"])
+@pytest.mark.parametrize("ending", ["crashed", "interrupted", "provider_unavailable", "timed_out", "hallucination"])
 def test_reconciliation_registers_what_an_unfinished_run_published_exactly_once(tmp_path, worker, platform_for, ending):
-    """Crashed (kill -9 after the platform call) or interrupted (SIGTERM after publish, before register): the post
-    is live, the ledger row verified or pending, the register incomplete. The next run completes it, once."""
+    """Crashed (kill -9 after the platform call), interrupted (SIGTERM after publish, before register), or ended
+    after publish by its provider, a deadline or the model: the post is live, the ledger row verified or pending,
+    the register incomplete. The next run completes it, once."""
     from pipeline.reconcile import reconciliations
     from pipeline.reports import daily_summary, render_daily
     from pipeline.status import channel_status
@@ -280,7 +281,8 @@ def test_reconciliation_killed_between_its_commit_and_its_alert_alerts_on_the_ne
         rec.server.shutdown()
 
 
-def test_awaiting_registration_is_shown_until_a_run_reconciles(tmp_path, platform_for):
+@pytest.mark.parametrize("ending", ["crashed", "incomplete"])
+def test_awaiting_registration_is_shown_until_a_run_reconciles(tmp_path, platform_for, ending):
     from pipeline.reports import daily_summary, render_daily
     from pipeline.status import channel_status
 
@@ -288,7 +290,7 @@ def test_awaiting_registration_is_shown_until_a_run_reconciles(tmp_path, platfor
     config = write_config(tmp_path, "wordpress", server)
     dead = new_context(config)
     result = publish.fn(dead, add_article(dead, "\nC.").id)
-    dead.ledger.finish_run(dead.run_id, "crashed", None, "killed")
+    dead.ledger.finish_run(dead.run_id, ending, None, "killed")
     [row] = channel_status(dead.cfg)
     assert [r.url for r in row.awaiting_registration] == [result["url"]]
     text = render_daily(daily_summary(dead.ledger, utcnow().date(), "UTC"))
