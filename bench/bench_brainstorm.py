@@ -44,7 +44,7 @@ from pipeline.ledger import Ledger  # noqa: E402
 from pipeline.models import Publication, Registration  # noqa: E402
 
 
-def one_run(i: int, model: str, timeout: float) -> dict:
+def one_run(i: int, model: str, timeout: float, keep_failed: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-brainstorm-") as tmp:
         config = Path(tmp) / "config.toml"
         shutil.copy(REPO / "config.toml", config)
@@ -64,6 +64,11 @@ def one_run(i: int, model: str, timeout: float) -> dict:
         db = Path(tmp) / "var" / "ledger.db"
         if not db.exists():
             return row
+        if keep_failed is not None and code != 0:  # for `pipeline ledger show --config …` afterwards
+            keep_failed.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(Path(tmp) / "var", keep_failed / f"run-{i}", ignore=shutil.ignore_patterns("*.lock"),
+                            dirs_exist_ok=True)
+            shutil.copy(config, keep_failed / f"run-{i}" / "config.toml")
         ledger = Ledger(f"sqlite:///{db}")
         try:
             run = ledger.get_run(None)
@@ -101,13 +106,15 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300, help="kill a run after this many seconds (counted as a failure)")
     ap.add_argument("--model", default="local/qwen2.5-coder-1.5b")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "brainstorm.json"))
+    ap.add_argument("--keep-failed", type=Path, default=None,
+                    help="copy the state (ledger, site, reports) of each run that did not exit 0 into DIR/run-N")
     args = ap.parse_args()
     rows: list[dict] = []
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     print(f"{'run':>3} {'exit':>4} {'status':<13} {'reason':<17} {'turns':>5} {'nudges':>6} {'wall s':>7} {'load':>9}  failed calls", flush=True)
     for i in range(1, args.runs + 1):
         try:
-            r = one_run(i, args.model, args.timeout)
+            r = one_run(i, args.model, args.timeout, args.keep_failed)
         except KeyboardInterrupt:  # stopped (timeout, ^C): summarise the runs that completed
             break
         rows.append(r)

@@ -26,7 +26,9 @@ LEXICON = Lexicon(
 )
 
 
-@capability(order=60, fact="report_id", lexicon=LEXICON, shown=("report_id", "delivered_to"))
+# The model reads back only the id: the report's path holds the run id, whose digits the embedded model
+# once turned into a registration number (CT-20261130-009767) in its final answer.
+@capability(order=60, fact="report_id", lexicon=LEXICON, shown=("report_id",))
 def report(ctx: RunContext) -> dict:
     """Write this run's report from the ledger (topic, title, score, URL, registration). Call it last."""
     from pipeline.models import Report

@@ -357,6 +357,18 @@ def test_a_rewrite_that_repeats_the_draft_is_rejected_and_retried(harness):
     assert humanized.parent_id == draft.id and humanized.body != draft.body
 
 
+def test_the_model_reads_back_no_run_id_from_the_report(harness):
+    """The report's path holds the run id; the ledger keeps it, the model is shown only the report's id."""
+    import json
+
+    outcome, ledger = harness.run("honest")
+    [execution] = [e for e in ledger.executions(outcome.run_id) if e.capability == "report"]
+    assert any(outcome.run_id in p for p in json.loads(execution.result_json)["delivered_to"])
+    [shown] = [t.content for t in ledger.turns(outcome.run_id) if t.tool_call_id == execution.call_id]
+    assert json.loads(shown) == {"ok": True, "report_id": json.loads(execution.result_json)["report_id"]}
+    assert outcome.run_id.rsplit("-", 1)[-1] not in shown
+
+
 def test_nudge_after_a_placeholder_text_call_names_the_first_missing_step(harness):
     outcome, ledger = harness.run("text_placeholder")
     assert (outcome.status, outcome.exit_code) == ("done", 0)
