@@ -66,7 +66,7 @@ def one_run(i: int, model: str, timeout: float, keep_failed: Path | None = None)
             return row
         if keep_failed is not None and code != 0:  # for `pipeline ledger show --config …` afterwards
             keep_failed.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(Path(tmp) / "var", keep_failed / f"run-{i}", ignore=shutil.ignore_patterns("*.lock"),
+            shutil.copytree(Path(tmp) / "var", keep_failed / f"run-{i}" / "var", ignore=shutil.ignore_patterns("*.lock"),
                             dirs_exist_ok=True)
             shutil.copy(config, keep_failed / f"run-{i}" / "config.toml")
         ledger = Ledger(f"sqlite:///{db}")
