@@ -23,8 +23,10 @@ to ``[metrics] pushgateway_url``.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, overload
+
+from .utc import aware
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -46,9 +48,7 @@ def _seconds(value: Any) -> float | None:
         return None
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.timestamp()
+    return aware(value).timestamp()
 
 
 def _histogram(family: Any, labels: list[str], values: list[float], buckets: tuple[float, ...]) -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from .utc import aware
+
 if TYPE_CHECKING:
     from .reader import LedgerReader
 
@@ -31,7 +33,7 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
     if m := _SPAN.match(value.strip().lower()):
         return now - timedelta(**{_UNITS[m.group(2)]: int(m.group(1))})
     t = datetime.fromisoformat(value.strip())
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return aware(t)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float | None:

@@ -160,8 +160,7 @@ def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[st
     """
     stop_at = None if limit_ms is None else time.monotonic() + limit_ms / 1000
     content: list[str] = []
-    state: dict[str, Any] = {"finish_reason": None, "usage": None, "error": None, "stopped": False, "cut": False,
-                             "chunks": 0}
+    state: dict[str, Any] = {"finish_reason": None, "usage": None, "error": None, "stopped": False, "cut": False}
 
     def on_chunk(chunk: dict[str, Any]) -> bool:
         if chunk.get("error"):
@@ -170,7 +169,6 @@ def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[st
         for choice in chunk.get("choices") or []:
             if text := (choice.get("delta") or {}).get("content"):
                 content.append(text)
-                state["chunks"] += 1
             state["finish_reason"] = choice.get("finish_reason") or state["finish_reason"]
         state["usage"] = chunk.get("usage") or state["usage"]
         if shutdown.requested():
@@ -189,7 +187,7 @@ def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[st
     if state["stopped"]:
         raise Stopped("a stop was requested")
     # Cut off early, llama.cpp sends no usage: count the pieces streamed (one token each).
-    usage = state["usage"] or {"prompt_tokens": 0, "completion_tokens": state["chunks"]}
+    usage = state["usage"] or {"prompt_tokens": 0, "completion_tokens": len(content)}
     return {"choices": [{"message": {"role": "assistant", "content": "".join(content)},
                          "finish_reason": state["finish_reason"] or "length"}], "usage": usage}
 
