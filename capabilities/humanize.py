@@ -16,6 +16,7 @@ execution; the best attempt is the article row.
 from __future__ import annotations
 
 import difflib
+from dataclasses import asdict
 import json
 from typing import Annotated
 
@@ -28,7 +29,7 @@ from pipeline.content import (
     trim_to_sentence,
 )
 from pipeline.errors import CapabilityError
-from pipeline.scoring import feedback, score
+from pipeline.scoring import feedback, score, weakest_quoted
 from pipeline.tools import RunContext, capability
 
 from .draft import LANGUAGE_NAMES
@@ -95,6 +96,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     if src.kind != "draft":
         raise CapabilityError(f"article {article_id} is already humanized; pass the draft's article_id {src.parent_id}")
     h = ctx.cfg.humanize
+    threshold = h.pass_mark(src.language)
     system = ctx.prompts.render("humanize.md", language_name=LANGUAGE_NAMES[src.language])
     original = f"# {src.title}\n\n{src.body}"
     # What the previous attempt got wrong, for the next one: an earlier call on this draft that stayed
@@ -103,7 +105,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     if earlier:
         prev = max(earlier, key=lambda a: a.score or 0)
         prev_text = f"# {prev.title}\n\n{prev.body}"
-        note = feedback(prev_text, score(prev_text, src.language), h.threshold)
+        note = feedback(prev_text, score(prev_text, src.language), threshold)
     # Attempts are numbered across calls (rejected ones leave no article), so none repeats a sampling.
     offset = _earlier_calls(ctx) * (1 + h.max_rewrites)
     best = None
@@ -139,10 +141,10 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
         attempts.append({"attempt": n + 1, "score": measured.total, "components": measured.components,
                          "similarity": round(same, 3),
                          "temperature": temperature})
-        note = feedback(text, measured, h.threshold)
-        if best is None or measured.total > best[2].total:
+        note = feedback(text, measured, threshold)
+        if best is None or (measured.total or 0) > (best[2].total or 0):
             best = (title, body, measured)
-        if measured.total >= h.threshold:
+        if measured.passed:
             break
     if best is None:
         raise CapabilityError(f"no usable rewrite of article {article_id} ({rejected}); call humanize again")
@@ -150,11 +152,14 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     with ctx.ledger.write() as s:
         article = Article(run_id=ctx.run_id, topic_id=src.topic_id, parent_id=src.id, kind="humanized", title=title,
                           body=body, language=src.language, content_hash=content_hash(title, body),
-                          score=measured.total, score_components_json=json.dumps(measured.components))
+                          score=measured.total, score_components_json=json.dumps(measured.components),
+                          scorer=measured.scorer,
+                          score_paragraphs_json=json.dumps([asdict(p) for p in measured.paragraphs]))
         s.add(article)
-    passed = measured.total >= h.threshold
+    passed = measured.passed
     result = {"article_id": article.id, "score": measured.total, "components": measured.components,
-              "threshold": h.threshold, "passed": passed, "attempts": attempts}
+              "weakest": weakest_quoted(f"# {title}\n\n{body}", measured),
+              "threshold": threshold, "passed": passed, "attempts": attempts}
     if not passed:  # say what to do, or the model publishes a failing article and loops on the error
-        result["next"] = f"call humanize again with the draft's article_id {src.id}; publish needs a score ≥ {h.threshold:g}"
+        result["next"] = f"call humanize again with the draft's article_id {src.id}; publish needs a score ≥ {threshold:g}"
     return result

@@ -445,7 +445,7 @@ def stats(config: ConfigOpt = None,
           as_json: JsonOpt = False) -> None:
     """Per-model reliability: runs and outcomes, prose-only turns, nudges, hallucinations, text tool calls,
     stuck runs, p50/p95 turn latency, tokens. Which model to stop using."""
-    from .stats import model_stats, parse_since
+    from .stats import model_stats, parse_since, score_stats
 
     try:
         start = parse_since(since) if since else None
@@ -455,8 +455,10 @@ def stats(config: ConfigOpt = None,
     with _clean_errors(code_on_error=2):
         _, reader = _reader(config)
         rows = model_stats(reader, start)
+        scores = score_stats(reader, start)
     if as_json:
-        sys.stdout.write(json.dumps({"since": start.isoformat() if start else None, "models": [r.as_dict() for r in rows]}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"since": start.isoformat() if start else None, "models": [r.as_dict() for r in rows],
+                                     "scores": [r.as_dict() for r in scores]}, indent=2) + "\n")
         return
     if not rows:
         out.print("no runs" + (f" since {start:%Y-%m-%d %H:%M} UTC" if start else ""), highlight=False)
@@ -476,6 +478,75 @@ def stats(config: ConfigOpt = None,
                       str(r.stuck_runs), ms, f"{r.prompt_tokens}+{r.completion_tokens}"])
     _print_table(["model", "served", "runs", "done", "prose turns", "nudges/run", "hallucinations", "text calls", "stuck",
                   "p50/p95 ms", "tokens"], table)
+    if scores:  # one row per scorer version: numbers from two scorers are not comparable
+        _print_table(["humanize scorer", "articles", "median score", "published"],
+                     [[s.scorer, str(s.articles), "—" if s.median is None else f"{s.median:g}", str(s.published)]
+                      for s in scores])
+
+
+@app.command("score")
+def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="[FILE]...",
+                                                             help="Text or Markdown files; '-' reads standard input.")] = None,
+              article: Annotated[int | None, typer.Option("--article", metavar="ID",
+                                                          help="Re-score a stored article (its id in the ledger).")] = None,
+              language: Annotated[str | None, typer.Option("--language", help="en or zh (default: detected per input).")] = None,
+              config: ConfigOpt = None,
+              as_json: JsonOpt = False) -> None:
+    """The humanize score of each input: total, language, components, every paragraph's score, the scorer.
+
+    The scoring model loads once for all inputs. Exit 0 when every input reaches its pass mark, 1 when
+    one is below it or too short to score, 2 on bad input or a missing scoring model.
+    """
+    from . import scoring
+
+    if language not in (None, "en", "zh"):
+        err.print(f"error: --language {language!r}: expected en or zh", markup=False)
+        raise typer.Exit(2)
+    if not files and article is None:
+        err.print("error: nothing to score: pass FILE..., '-' for standard input, or --article ID", markup=False)
+        raise typer.Exit(2)
+    inputs: list[tuple[str, str, dict[str, Any]]] = []
+    with _clean_errors(code_on_error=2):
+        cfg = _project_config(config)
+        for name in files or []:
+            try:
+                text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                err.print(f"error: {name}: {getattr(exc, 'strerror', None) or exc}", markup=False)
+                raise typer.Exit(2) from None
+            inputs.append((name, text, {}))
+        if article is not None:
+            _, reader = _reader(config)
+            stored = reader.article(article)
+            if stored is None:
+                err.print(f"error: no article {article} in the ledger", markup=False)
+                raise typer.Exit(2)
+            inputs.append((f"article {article}", stored.body,
+                           {"stored": {"total": stored.score, "scorer": stored.scorer, "language": stored.language}}))
+            language = language or stored.language
+        scoring.configure(cfg.state_dir, cfg.path(cfg.humanize.scoring_model) if cfg.humanize.scoring_model else None)
+        results = []
+        for name, text, extra in inputs:
+            measured = scoring.score(text, language)
+            threshold = cfg.humanize.pass_mark(measured.language)
+            results.append({"input": name, **measured.as_json(), "threshold": threshold,
+                            "passed": measured.total is not None and measured.total >= threshold, **extra})
+    if as_json:
+        sys.stdout.write(json.dumps(results if len(results) > 1 else results[0], ensure_ascii=False, indent=2) + "\n")
+    else:
+        for r in results:
+            total = "too short to score" if r["total"] is None else f"{r['total']:g}"
+            verdict = "passes" if r["passed"] else "below"
+            out.print(f"{for_display(r['input'])}: {total} ({r['language']}; {verdict} the pass mark {r['threshold']:g})",
+                      markup=False, highlight=False)
+            paras = ", ".join("—" if p["score"] is None else f"{p['score']:g}" for p in r["paragraphs"])
+            out.print(f"  paragraphs: {paras}", markup=False, highlight=False)
+            out.print(f"  scorer: {r['scorer']}", markup=False, highlight=False)
+            if "stored" in r:
+                st = r["stored"]
+                same = "same scorer" if st["scorer"] == r["scorer"] else f"stored by {st['scorer'] or 'the heuristic before it'}"
+                out.print(f"  stored: {st['total']} ({same})", markup=False, highlight=False)
+    raise typer.Exit(0 if all(r["passed"] for r in results) else 1)
 
 
 @app.command()
@@ -606,7 +677,12 @@ def _show_data(reader: LedgerReader, run: Any) -> dict[str, Any]:
     def plain(row: Any) -> dict[str, Any]:
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in vars(row).items()}
 
+    from .scoring import weakest_stored
+
+    articles = [{"id": a.id, "kind": a.kind, "title": a.title, "score": a.score, "scorer": a.scorer,
+                 "weakest": weakest_stored(a.body, a.score_paragraphs_json)} for a in reader.articles(run.id)]
     return {"run": plain(run), "turns": [plain(t) for t in turns], "executions": [plain(e) for e in executions],
+            "articles": articles,
             "guard_events": [plain(g) for g in guard], "totals": totals}
 
 
@@ -662,6 +738,11 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]"
             out.print(f"   [yellow]guard[/] {g['kind']} → {g['action']} {g['nudge_no'] or ''}", highlight=False)
     for g in guard.get(None, []):
         out.print(f"[yellow]guard[/] {g['kind']} → {g['action']}: {for_rich(g['message'])}", highlight=False)
+    for a in data["articles"]:
+        if a["kind"] == "humanized" and a["score"] is not None:
+            out.print(f"[bold]article {a['id']}[/] score {a['score']:g} ({for_rich(a['scorer'] or 'heuristic')})", highlight=False)
+            for w in a["weakest"]:
+                out.print(f"   weakest: {for_rich(w)}", highlight=False)
     tot = data["totals"]
     out.print(f"[bold]totals[/] {tot['model_turns']} model turns, {tot['prompt_tokens']}+{tot['completion_tokens']} tokens, "
               f"{tot['model_latency_ms'] / 1000:.1f} s in the model, {tot['executions']} executions "
@@ -824,6 +905,7 @@ def review_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: 
     lines = [f"run {r.run_id} ({r.channel}): {r.status}" + (" and published" if r.completed else ""),
              f"title: {for_display(r.title)}", f"score: {r.score}", f"preview: {r.preview}",
              f"requested: {r.requested_at}"]
+    lines += [f"weakest: {for_display(w)}" for w in r.weakest]
     if r.decided_by:
         lines.append(f"decided by {r.decided_by} at {r.decided_at}" + (f": {r.reason}" if r.reason else ""))
     if r.url:

@@ -121,11 +121,22 @@ class DraftConfig(_Section):
 
 
 class HumanizeConfig(_Section):
-    threshold: float = Field(60.0, ge=0, le=100)
+    # None: the calibrated pass mark of the article's language (pipeline/calibration/score.json, rule in the README).
+    threshold: float | None = Field(None, ge=0, le=100)
+    # A scoring GGUF elsewhere than [daemon] state_dir/models; it must be the one the score is calibrated on.
+    scoring_model: str | None = None
     max_rewrites: int = Field(1, ge=0, le=5)
     # Sampling of the first rewrite; each retry is hotter. Not [llm] temperature, which suits tool
     # decisions: at 0.3 the embedded model returned one draft verbatim in 6 tries of 6 (three prompts).
     temperature: float = Field(0.9, ge=0, le=2)
+
+    def pass_mark(self, language: str) -> float:
+        """The score an article in ``language`` needs: the configured threshold, else the calibrated one."""
+        if self.threshold is not None:
+            return self.threshold
+        from .scoring import current
+
+        return current().threshold(language)
 
 
 class LocalPublishConfig(_Section):

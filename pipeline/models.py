@@ -143,6 +143,8 @@ class Article(SQLModel, table=True):
     content_hash: str
     score: float | None = None
     score_components_json: str | None = Field(default=None, sa_column=Column(Text))
+    scorer: str | None = None  # which scorer measured `score` (pipeline.scoring: method, model sha256); NULL: the heuristic before it
+    score_paragraphs_json: str | None = Field(default=None, sa_column=Column(Text))
     created_at: datetime = Time(default_factory=utcnow)
 
 

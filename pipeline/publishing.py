@@ -275,7 +275,7 @@ def publish_article(ctx: RunContext, article_id: int) -> dict:
         raise CapabilityError(f"no article {article_id} in this run; pass the article_id returned by humanize")
     if article.kind != "humanized":
         raise CapabilityError(f"article {article_id} is a draft; call humanize and publish the article_id it returns")
-    threshold = ctx.cfg.humanize.threshold
+    threshold = ctx.cfg.humanize.pass_mark(article.language)
     if article.score is None or article.score < threshold:
         raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; "
                               f"call humanize again with the draft's article_id {article.parent_id}")

@@ -102,6 +102,13 @@ class _Reads:
     def claims(self, run_id: str) -> list[SimpleNamespace]:
         return self.rows("SELECT * FROM claims WHERE run_id = :r ORDER BY id", r=run_id)
 
+    def article(self, article_id: int) -> SimpleNamespace | None:
+        found = self.rows("SELECT * FROM articles WHERE id = :id", id=article_id)
+        return found[0] if found else None
+
+    def articles(self, run_id: str) -> list[SimpleNamespace]:
+        return self.rows("SELECT * FROM articles WHERE run_id = :r ORDER BY id", r=run_id)
+
     def guard_events(self, run_id: str) -> list[SimpleNamespace]:
         return self.rows("SELECT * FROM guard_events WHERE run_id = :r ORDER BY id", r=run_id)
 

@@ -17,7 +17,7 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime
 
-from . import deadline, disk, redact, registry, shutdown, tracing, validate
+from . import deadline, disk, redact, registry, scoring, shutdown, tracing, validate
 from .agent import AgentLoop
 from .alerts import Alerter
 from .claims import ClaimRules
@@ -97,12 +97,13 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
     for run_id in ledger.mark_crashed(channel):
         alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
+    scoring.configure(cfg.state_dir, cfg.path(cfg.humanize.scoring_model) if cfg.humanize.scoring_model else None)
     tools = registry.toolbox()
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick)
     _track(run.id, ledger)
     alerter.started(run.id, channel, cfg.llm.model)
     ctx = RunContext(run.id, cfg, ledger, llm, prompts, dry_run=dry_run)
-    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
+    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.pass_mark(cfg.draft.language))
     observer = observer or RunObserver()
     observer.started(run.id, cfg.llm.model, channel)
     code: int

@@ -131,3 +131,38 @@ def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[Mod
         e["nudges_per_run"] = round(e["nudges"] / e["runs"], 2) if e["runs"] else 0.0
         e["prose_only_share"] = round(e["prose_only_turns"] / e["model_turns"], 3) if e["model_turns"] else 0.0
     return [ModelStats(**e) for e in sorted(models.values(), key=lambda e: (-e["runs"], e["model"]))]
+
+
+@dataclass(frozen=True)
+class ScoreStats:
+    """Humanized articles' scores under one scorer: scores of two scorers are never pooled."""
+
+    scorer: str
+    articles: int
+    scored: int
+    median: float | None
+    published: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+HEURISTIC = "stylometric heuristic (before token-probability scoring)"
+
+
+def score_stats(reader: LedgerReader, since: datetime | None = None) -> list[ScoreStats]:
+    """One entry per scorer version that measured a humanized article (``articles.scorer``; NULL: the heuristic)."""
+    where, params = "", {}
+    if since is not None:
+        where, params = "AND a.created_at >= :since", {"since": reader.time_param(since)}
+    by: dict[str, list[tuple[float | None, bool]]] = {}
+    for scorer, value, published in reader.tuples(
+            "SELECT a.scorer, a.score, EXISTS (SELECT 1 FROM publications p WHERE p.article_id = a.id "
+            f"AND p.status = 'verified') FROM articles a WHERE a.kind = 'humanized' {where}", **params):
+        by.setdefault(scorer or HEURISTIC, []).append((value, bool(published)))
+    out = []
+    for scorer, rows in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        values = sorted(v for v, _ in rows if v is not None)
+        out.append(ScoreStats(scorer, len(rows), len(values), _percentile(values, 0.5) if values else None,
+                              sum(1 for _, p in rows if p)))
+    return out

@@ -99,3 +99,18 @@ def upfront(cfg: Config) -> None:
         _writable_dir(cfg.path(cfg.report.markdown_dir), "[report] markdown_dir")
     _backlog(cfg)
     _schedules(cfg)
+    _scoring_model(cfg)
+
+
+def _scoring_model(cfg: Config) -> None:
+    """The humanize score runs on this host whatever model writes: its weights must be here (not loaded)."""
+    if cfg.humanize.scoring_model:
+        path = cfg.path(cfg.humanize.scoring_model)
+        if not path.is_file():
+            raise ConfigError(f"[humanize] scoring_model: {path} does not exist")
+        return
+    from .local import assets
+
+    target = cfg.state_dir / "models" / assets.SCORER.filename
+    if not target.is_file():
+        assets.part_files(assets.SCORER)  # ConfigError naming the missing package and the install command
