@@ -172,3 +172,19 @@ def test_status_does_not_call_a_queued_first_tick_overdue(harness, monkeypatch):
     later = now + timedelta(seconds=cfg.daemon.overdue_after_s + 120)
     (row,) = [r for r in channel_status(cfg, now=later, ledger=ledger) if r.channel == "minutely"]
     assert row.overdue
+
+
+def test_the_scheduler_lead_reads_as_a_daemon_on_a_host_and_says_the_daemon_runs():
+    from pipeline.locks import lead_label
+    from pipeline.status import EngineStatus
+    from pipeline.topology import _leader_text
+
+    since = datetime(2026, 12, 1, 21, 5, 3, tzinfo=timezone.utc)
+    text, pid = _leader_text("pipeline daemon pid 812 on host-a", "10.0.0.5", since)
+    assert (text, pid) == ("daemon pid 812 on host-a (10.0.0.5), leading since 2026-12-01 21:05:03 UTC", 812)
+    text, pid = _leader_text("pipeline the scheduler's lead pid 77", None, since)  # a daemon of an older release
+    assert (text, pid) == ("daemon pid 77 (local socket), leading since 2026-12-01 21:05:03 UTC", 77)
+    assert lead_label().startswith("pipeline daemon pid ") and len(lead_label()) <= 63
+    state = EngineStatus("celery", postgres=True, scheduler_leader=text, leader_pid=pid).daemon()
+    assert (state.running, state.pid) == (True, 77)
+    assert not EngineStatus("celery", postgres=True).daemon().running
