@@ -103,7 +103,7 @@ def cell_rows(fake: FakeLLM, broker: str, kind: str, points: list[str], repeat: 
                     "posts_per_tick": sorted({c.posts for c in counts}),
                     "registrations_per_tick": sorted({c.registrations for c in counts}),
                     "runs_left_running": sum(c.run_statuses.count("running") for c in counts),
-                    "settle_s_median": statistics.median(settle) if settle else None,
+                    "settle_s_median": round(statistics.median(settle), 2) if settle else None,
                     "settle_s_max": max(settle) if settle else None,
                     "ended": {k: ended.count(k) for k in sorted(set(ended))},
                 })

@@ -122,7 +122,8 @@ def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool =
         elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:  # type: ignore[index]  # always one row
             holder = conn.execute(
                 "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",  # locks are per database
                 ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
             raise ChannelLocked(f"skipped: locked ({what} is held by {holder[0] if holder else 'another session'})")
         if not watch:

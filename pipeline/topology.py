@@ -28,6 +28,8 @@ def engine_status(cfg: Config) -> EngineStatus:
             row = conn.execute(
                 "SELECT a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
                 "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                # advisory locks are per database: another ledger's daemon on the same server is not ours
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                 "AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
                 ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
         if row is not None:
