@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,13 +113,24 @@ def _clean_errors(code_on_error: int | None = None) -> Iterator[None]:
         raise typer.Exit(code_on_error if code_on_error is not None else int(exc.exit_code)) from None
 
 
-def _setup_logging(verbose: bool) -> None:
+def _setup_logging(verbose: bool, service: bool = False) -> None:
+    """``service`` (daemon, worker): plain lines with a UTC timestamp, for journald and files, and the
+    tick lifecycle (received, busy, claimed, settled, finished) at INFO even without ``-v``."""
     from rich.logging import RichHandler
 
     from .redact import install_log_filter
 
-    handler = RichHandler(console=err, show_path=False, show_time=False, markup=False)
+    handler: logging.Handler
+    if service:
+        handler = logging.StreamHandler(sys.stderr)
+        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%SZ")
+        formatter.converter = time.gmtime
+        handler.setFormatter(formatter)
+    else:
+        handler = RichHandler(console=err, show_path=False, show_time=False, markup=False)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s", handlers=[handler])
+    if service:
+        logging.getLogger("pipeline.ticks").setLevel(logging.INFO)
     install_log_filter([handler])  # log lines carry error bodies and feed titles: no secrets, no control sequences
     for noisy in ("LiteLLM", "litellm", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
@@ -299,7 +311,7 @@ def daemon(config: ConfigOpt = None, verbose: Annotated[bool, typer.Option("--ve
     from . import daemon as daemon_mod
     from .errors import ChannelLocked
 
-    _setup_logging(verbose)
+    _setup_logging(verbose, service=True)
     path = str(config_mod.resolve_path(config))
     with _clean_errors():
         try:
@@ -321,7 +333,7 @@ def worker(config: ConfigOpt = None,
     """A Celery worker that runs the ticks `pipeline daemon` queues ([engine] kind = "celery")."""
     from .celery_engine import worker_main
 
-    _setup_logging(verbose)
+    _setup_logging(verbose, service=True)
     with _clean_errors():
         cfg = config_mod.load(config)
         if cfg.engine.kind != "celery":
@@ -347,7 +359,8 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
             from .topology import engine_status
 
             engine = engine_status(cfg)
-        alive = daemon_state(cfg)
+        # With a PostgreSQL ledger the daemon that matters may run on any host: the scheduler's lead says.
+        alive = engine.daemon() if engine is not None and engine.postgres else daemon_state(cfg)
     if as_json:
         channels = [{**r.as_dict(), "daemon": alive.as_dict()} for r in rows]
         data = {"channels": channels, "engine": engine.as_dict()} if engine is not None else channels
@@ -358,14 +371,18 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
         if engine is not None:
             parts = [f"engine {engine.engine}"]
             if engine.postgres:
-                parts.append(f"scheduler lead: {engine.scheduler_leader or 'none (no daemon running)'}")
+                parts.append("scheduler lead: " + ("held" if engine.scheduler_leader else "none (no daemon running)"))
             if engine.workers is not None and engine.queue_depth is not None:
                 parts.append(f"workers seen: {len(engine.workers)}, queued ticks: {engine.queue_depth}")
             if engine.broker_error is not None:
                 parts.append(f"broker unreachable: {engine.broker_error}")
             out.print(" · ".join(parts), highlight=False, markup=False)
-        state = (f"[green]running[/] (pid {alive.pid})" if alive.running
-                 else f"not running on this host (no lock held on {for_rich(alive.lock)})")
+        if engine is not None and engine.postgres:
+            state = (f"[green]running[/]: {for_rich(engine.scheduler_leader or '')}" if alive.running
+                     else "not running on any host (nobody holds the scheduler's lead)")
+        else:
+            state = (f"[green]running[/] (pid {alive.pid})" if alive.running
+                     else f"not running on this host (no lock held on {for_rich(alive.lock)})")
         out.print(f"[bold]daemon[/] {state}", highlight=False)
         table = []
         for r in rows:

@@ -296,6 +296,11 @@ class EngineConfig(_Section):
     # A queued tick that no worker has claimed after this is queued again (a broker that lost it on a
     # restart, e.g. Redis without persistence); a duplicate is harmless, the run claims its tick once.
     resend_after_s: int = Field(120, ge=5)
+    # A running tick's claim is a lease its worker renews every lease_s / 3 (on the ledger's clock). A
+    # lapsed lease with the channel lock free means the worker died: the leading daemon queues the tick
+    # again, and its delivery settles the dead run (no second post) or runs the tick. A dead worker is
+    # noticed within lease_s + the re-queue interval (lease_s / 3), not at visibility_timeout_s.
+    lease_s: int = Field(30, ge=3, le=3600)
     # A task whose ledger could not be reached is retried with exponential backoff, at most this often.
     max_retries: int = Field(5, ge=0, le=50)
     # Worker processes of `pipeline worker` (each loads the model and the ledger once); 0: one per core,

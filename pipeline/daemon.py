@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 JOBSTORE_FILE = "daemon-jobs.sqlite"
 SIGNAL_POLL_S = 0.2
-_lock = threading.Lock()  # guards _queued and _apps
+_lock = threading.Lock()  # guards _apps
 _active: set[str] = set()  # run ids in progress, for a forced exit
 
 
@@ -105,40 +105,42 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
 
 
 def dispatch_channel(config_path: str, channel: str, tick: str | None = None) -> int:
-    """The scheduled job with ``[engine] kind = "celery"``: queue the due firing for a worker."""
+    """The scheduled job with ``[engine] kind = "celery"``: queue the due firing for a worker.
+
+    The tick's row (``queued``) is written before the message is sent, so every tick the daemon
+    queued has a row, and one the broker lost is sent again by ``resend_unclaimed``.
+    """
     from .celery_engine import send_tick
 
     cfg = config_mod.load(config_path).for_channel(channel)
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
-    if when is not None:
-        send_tick(_celery_app(cfg), cfg, channel, when)
-        with _lock:
-            _queued[(channel, when)] = time.monotonic()
-        log.info("channel %s: tick %s queued", channel, when.isoformat())
+    if when is None:
+        return 0
+    if not resident.ledger_for(cfg).queue_tick(channel, when):
+        log.info("channel %s: tick %s already done; not queued", channel, when.isoformat())
+        return 0
+    send_tick(_celery_app(cfg), cfg, channel, when)
     return 0
 
 
-# Ticks this daemon queued and no worker has claimed yet: channel, tick -> when last sent.
-_queued: dict[tuple[str, datetime], float] = {}
+# Re-queue only ticks this recent: an older one left claimed needs the operator (`pipeline ledger check`).
+RESEND_HORIZON = timedelta(days=1)
 
 
 def resend_unclaimed(config_path: str) -> int:
-    """Queue again the ticks no worker claimed within ``resend_after_s`` (a broker restart may have lost them)."""
+    """Queue again, from the ledger: ticks no worker claimed within ``resend_after_s`` (a broker restart may
+    have lost them), and ticks whose claim's lease lapsed (the worker died; Redis would hold its message
+    until ``visibility_timeout_s``). Every leading daemon sees the same rows, so a new leader resends too."""
+    from .celery_engine import send_tick
+
     cfg = config_mod.load(config_path)
     ledger = resident.ledger_for(cfg)
-    with _lock:
-        pending = list(_queued.items())
-    resent = 0
-    for (channel, tick), sent in pending:
-        if ledger.tick_state(channel, tick) is not None:  # claimed or done: delivered
-            with _lock:
-                _queued.pop((channel, tick), None)
-        elif time.monotonic() - sent >= cfg.engine.resend_after_s:
-            log.warning("channel %s: tick %s not claimed %d s after it was queued; queuing it again",
-                        channel, tick.isoformat(), cfg.engine.resend_after_s)
-            dispatch_channel(config_path, channel, tick.isoformat())
-            resent += 1
-    return resent
+    due = ledger.resend_due(cfg.channel_names(), cfg.engine.lease_s, cfg.engine.resend_after_s, RESEND_HORIZON)
+    for channel, tick, why in due:
+        log.warning("channel %s: tick %s queued again: %s", channel, tick.isoformat(), why)
+        chan_cfg = cfg.for_channel(channel)
+        send_tick(_celery_app(chan_cfg), chan_cfg, channel, tick)
+    return len(due)
 
 
 _apps: dict[str, object] = {}
@@ -298,8 +300,10 @@ def build_scheduler(cfg: Config, config_path: str, *, durable: bool = True) -> A
         if job.id not in wanted:
             job.remove()
     if cfg.engine.kind == "celery":
+        # Often enough to notice a lapsed lease within lease_s / 3, and a lost message within resend_after_s / 4.
+        every = max(1.0, min(cfg.engine.resend_after_s / 4, cfg.engine.lease_s / 3))
         scheduler.add_job(resend_unclaimed, "interval", args=[config_path], id="resend-unclaimed", name="resend",
-                          seconds=max(1, cfg.engine.resend_after_s // 4), replace_existing=True)
+                          seconds=every, replace_existing=True)
     return scheduler
 
 
@@ -342,7 +346,7 @@ def _leadership(cfg: Config, stopped: threading.Event) -> AbstractContextManager
     """
     from contextlib import ExitStack, contextmanager
 
-    from .locks import pg_hold
+    from .locks import lead_label, pg_hold
 
     if not cfg.ledger_url.startswith("postgres"):
         return hold(cfg.state_dir / "daemon.lock", "the daemon's job store")
@@ -353,7 +357,8 @@ def _leadership(cfg: Config, stopped: threading.Event) -> AbstractContextManager
         while not stopped.is_set():
             with ExitStack() as stack:
                 try:
-                    conn = stack.enter_context(pg_hold(cfg.ledger_url, "scheduler", "the scheduler's lead"))
+                    conn = stack.enter_context(pg_hold(cfg.ledger_url, "scheduler", "the scheduler's lead",
+                                                       label=lead_label()))
                 except ChannelLocked as exc:
                     if not logged:
                         log.warning("standing by: %s", str(exc).removeprefix("skipped: "))

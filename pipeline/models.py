@@ -8,6 +8,7 @@ queried on its own:
           ├─ topics / articles / publications / registrations / reports
           │                 the business records capabilities create
           ├─ ticks          scheduled firings, claimed once before their run starts
+          │   └─ tick_events   every delivery of a tick and what was decided
           ├─ claims         what the model *said* it did, with the guard's verdict
           └─ guard_events   each nudge or failure the guard decided on
 
@@ -249,12 +250,30 @@ class Tick(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     channel: str
     scheduled_for: datetime = Time()
-    state: str = "claimed"  # claimed | done
-    attempts: int = 1
-    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True)
+    state: str = "claimed"  # queued | claimed | done
+    attempts: int = 1  # claims so far (0 while queued)
+    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True)  # the claimant; when done, the outcome
     claimed_by: str | None = None  # host:pid of the process that claimed it last
     claimed_at: datetime = Time(default_factory=utcnow)
     finished_at: datetime | None = Time(default=None)
+    # The claim holds while its run renews this (on the ledger's clock); lapsed with the channel lock free,
+    # the claimer is dead: the tick is queued again and its dead run settled (pipeline/ticks.py).
+    lease_until: datetime | None = Time(default=None)
+    queued_at: datetime | None = Time(default=None)  # last sent to the broker (the daemon's re-queue reads it)
+    outcome: str | None = Field(default=None, sa_column=Column(Text))  # how it ended, in words
+
+
+class TickEvent(SQLModel, table=True):
+    """What happened to a tick, one row per delivery and decision: queued, busy, claimed, reclaimed, settled, noop, done."""
+
+    __tablename__ = "tick_events"
+    id: int | None = Field(default=None, primary_key=True)
+    tick_id: int = Field(foreign_key="ticks.id", index=True)
+    run_id: str | None = Field(default=None, foreign_key="runs.id")  # the run it concerns (claimed: the claimant)
+    kind: str
+    detail: str | None = Field(default=None, sa_column=Column(Text))
+    actor: str | None = None  # host:pid that recorded it
+    at: datetime = Time(default_factory=utcnow)
 
 
 class GuardEvent(SQLModel, table=True):

@@ -93,6 +93,11 @@ class EngineStatus:
     workers: list[str] | None = None  # None: not asked (no Celery), or the broker did not answer
     queue_depth: int | None = None
     broker_error: str | None = None
+    leader_pid: int | None = None
+
+    def daemon(self) -> DaemonState:
+        """With a PostgreSQL ledger, a daemon runs (somewhere) when one holds the scheduler's lead."""
+        return DaemonState(self.scheduler_leader is not None, self.leader_pid, "the scheduler's lead (PostgreSQL advisory lock)")
 
     def as_dict(self) -> dict[str, Any]:
         info: dict[str, Any] = {"engine": self.engine}
@@ -203,7 +208,7 @@ def _channel(cfg: Any, name: str, db: Any, now: datetime, make_trigger: Any, nex
     trigger = make_trigger(chan.cron, chan.timezone)
     tz = ZoneInfo(chan.timezone)
     day_start = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
-    last, published, awaiting, reconciled, reviews = None, 0, [], [], []
+    last, published, awaiting, reconciled, reviews, first_tick = None, 0, [], [], [], None
     if db is not None:
         found = db.rows("SELECT id, status, exit_code, started_at FROM runs WHERE channel = :c "
                         "ORDER BY started_at DESC, id DESC LIMIT 1", c=name)
@@ -215,9 +220,14 @@ def _channel(cfg: Any, name: str, db: Any, now: datetime, make_trigger: Any, nex
         awaiting = unregistered_publications(db, name)
         reconciled = reconciled_registrations(db, name, since=day_start)
         reviews = _pending_reviews(db, name)
+        found = db.rows("SELECT min(scheduled_for) AS first_at FROM ticks WHERE channel = :c", c=name)
+        first_tick = found[0].first_at if found else None
     started = last.started_at if last else None
     prev = previous_fire(trigger, now - timedelta(seconds=cfg.daemon.overdue_after_s))
-    overdue = prev is not None and (started is None or started < prev - timedelta(seconds=60))
+    # Overdue: a firing at least overdue_after_s old has no run. A channel whose first scheduled tick
+    # is newer than that firing was not scheduled then (a tick waiting in the queue is not overdue).
+    overdue = (prev is not None and (started is None or started < prev - timedelta(seconds=60))
+               and (first_tick is None or first_tick <= prev))
     nf = next_fire(trigger, now)
     return ChannelStatus(
         channel=name, cron=chan.cron, timezone=chan.timezone,
