@@ -163,7 +163,8 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
         return honest(messages, n) if "draft" not in done else {"content": "OK."}
     if scenario == "text_call" or (scenario == "text_call_recover" and not nudged):
         step = next((s for s in ORDER if s not in done), "report")
-        return {"content": f"```json\n{json.dumps({'name': step, 'arguments': _args(step, done)})}\n```"}
+        # as llama.cpp's server returns it from the 1.5B model: indented, in a fence, finish_reason stop
+        return {"content": f"```json\n{json.dumps({'name': step, 'arguments': _args(step, done)}, indent=2)}\n```"}
     if scenario == "text_call_recover":
         return honest(messages, n)
     if scenario == "unknown_tool":

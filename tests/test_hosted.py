@@ -213,3 +213,16 @@ def test_doctor_exit_2_when_unreachable_or_the_key_is_wrong(tmp_path):
     result = run_cli(["doctor", "--config", str(path)], env={KEY_ENV: TEST_KEY}, cwd=tmp_path)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "cannot be reached" in result.stderr
+
+
+@pytest.mark.slow
+def test_run_with_a_wrong_key_exit_2_one_line(tmp_path):
+    fake = FakeLLM(api_key="the-right-key").start()
+    try:
+        path = write_config(tmp_path, fake.api_base, "honest")
+        result = run_cli(["run", "--config", str(path)], env={KEY_ENV: "a-wrong-key"}, cwd=tmp_path)
+    finally:
+        fake.stop()
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "AuthenticationError" in lines[0] and "a-wrong-key" not in result.stderr
