@@ -461,7 +461,7 @@ def stats(config: ConfigOpt = None,
                                                                 "(default: all).")] = None,
           as_json: JsonOpt = False) -> None:
     """Per-model reliability: runs and outcomes, prose-only turns, nudges, hallucinations, text tool calls,
-    stuck runs, p50/p95 turn latency, tokens. Which model to stop using."""
+    stuck runs, turns after the work was done (worst run), p50/p95 turn latency, tokens. Which model to stop using."""
     from .stats import model_stats, parse_since, score_stats
 
     try:
@@ -492,9 +492,10 @@ def stats(config: ConfigOpt = None,
         ms = "—" if r.latency_ms_p50 is None else f"{r.latency_ms_p50:.0f}/{r.latency_ms_p95:.0f}"
         table.append([r.model, served, str(r.runs), pct(r.outcomes.get("done", 0) / r.runs) if r.runs else "—",
                       pct(r.prose_only_share), f"{r.nudges_per_run:.2f}", halluc, str(r.text_tool_calls),
-                      str(r.stuck_runs), ms, f"{r.prompt_tokens}+{r.completion_tokens}"])
+                      str(r.stuck_runs), "—" if r.turns_after_done_max is None else str(r.turns_after_done_max),
+                      ms, f"{r.prompt_tokens}+{r.completion_tokens}"])
     _print_table(["model", "served", "runs", "done", "prose turns", "nudges/run", "hallucinations", "text calls", "stuck",
-                  "p50/p95 ms", "tokens"], table)
+                  "after done", "p50/p95 ms", "tokens"], table)
     if scores:  # one row per scorer version: numbers from two scorers are not comparable
         _print_table(["humanize scorer", "articles", "median score", "published"],
                      [[s.scorer, str(s.articles), "—" if s.median is None else f"{s.median:g}", str(s.published)]
@@ -564,6 +565,76 @@ def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="[FILE].
                 same = "same scorer" if st["scorer"] == r["scorer"] else f"stored by {st['scorer'] or 'the heuristic before it'}"
                 out.print(f"  stored: {st['total']} ({same})", markup=False, highlight=False)
     raise typer.Exit(0 if all(r["passed"] for r in results) else 1)
+
+
+@app.command()
+def doctor(config: ConfigOpt = None,
+           channel: Annotated[str | None, typer.Option(help="Channel whose [llm] to check.")] = None,
+           as_json: JsonOpt = False) -> None:
+    """What the configured model supports (JSON schemas, native tools, usage), where each answer comes from
+    (config, litellm's model map, a probe: two tiny requests, stored in the ledger), and how the guard will
+    treat the model. Exit 0; 2 when the model cannot be reached or refuses the key (one line)."""
+    from .llm import ChatModel, is_local
+
+    with _clean_errors():
+        cfg = config_mod.load(config).for_channel(channel)
+        llm = ChatModel(cfg.llm, data_dir=cfg.state_dir)
+        llm._api_key()  # the variable api_key_env names is set: exit 2 and one line otherwise
+        if is_local(cfg.llm.model):
+            from .local.provider import prepare
+            from .probe import known
+
+            prepare(cfg.state_dir)  # runtime installed, weights assembled: nothing to reach over a network
+            answer = known(llm)
+        else:
+            from .ledger import Ledger
+            from .probe import support
+
+            answer = support(llm, Ledger.of(cfg), refresh=True)
+            if answer.probe_error:
+                err.print(f"error: [llm] model {cfg.llm.model} cannot be reached: {answer.probe_error}", markup=False,
+                          highlight=False)
+                raise typer.Exit(2)
+    treatment = _guard_treatment(cfg, answer)
+    if as_json:
+        sys.stdout.write(json.dumps({"model": cfg.llm.model, "api_base": cfg.llm.api_base, **answer.as_dict(),
+                                     "guard": treatment}, indent=2) + "\n")
+        return
+    out.print(f"model {cfg.llm.model}" + (f" at {cfg.llm.api_base}" if cfg.llm.api_base else ""), markup=False,
+              highlight=False)
+    shown_value = {True: "yes", False: "no", None: "unknown"}
+    _print_table(["capability", "supported", "from"],
+                 [[c, shown_value[answer.get(c)], answer.sources.get(c, "—")] for c in ("json_schema", "tools", "usage")])
+    for line in treatment:
+        out.print(f"- {line}", markup=False, highlight=False)
+
+
+def _guard_treatment(cfg: config_mod.Config, answer: Any) -> list[str]:
+    """How the agent loop and the guard will treat a model with these capabilities, in a few lines."""
+    from .llm import is_local
+
+    agent, lines = cfg.agent, []
+    if is_local(cfg.llm.model):
+        lines.append("embedded model: every tool turn is JSON-schema constrained by the provider itself")
+    elif not answer.tools:
+        lines.append("no native tool calls: calls it writes as text are never run; the guard nudges "
+                     f"(at most {agent.hallucination_max_nudges})")
+    else:
+        lines.append("native tool calls")
+    if not is_local(cfg.llm.model):
+        if agent.constrained_tools == "off":
+            lines.append("escalation to JSON-schema constrained turns: off ([agent] constrained_tools)")
+        elif not answer.json_schema:
+            lines.append("no escalation (json_schema not supported): a model that keeps writing prose fails the run "
+                         "(exit 3 or 4); set [llm] json_schema = true if the server honours response_format")
+        elif agent.constrained_tools == "always":
+            lines.append("every tool turn JSON-schema constrained ([agent] constrained_tools = always)")
+        else:
+            lines.append("after the first nudge, tool turns are JSON-schema constrained (escalation)")
+    if not answer.usage:
+        lines.append("no usage reported: token counts in the ledger and stats stay empty")
+    lines.append("after done_when holds and the report is recorded: one closing message (tool_choice none), then the run ends")
+    return lines
 
 
 @app.command()
@@ -763,7 +834,9 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]"
     tot = data["totals"]
     out.print(f"[bold]totals[/] {tot['model_turns']} model turns, {tot['prompt_tokens']}+{tot['completion_tokens']} tokens, "
               f"{tot['model_latency_ms'] / 1000:.1f} s in the model, {tot['executions']} executions "
-              f"({tot['failed_executions']} failed), {tot['nudges']} nudges", highlight=False)
+              f"({tot['failed_executions']} failed), {tot['nudges']} nudges"
+              + (f", {r['turns_after_done']} after the work was done" if r.get("turns_after_done") is not None else ""),
+              highlight=False)
 
 
 # --- ledger schema ------------------------------------------------------------------

@@ -60,8 +60,11 @@ class LLMConfig(_Section):
     # Total time one model call may take, retries and backoff included (timeout_s bounds each read
     # only: a server trickling a byte at a time never trips it). 0 = no limit.
     call_deadline_s: float = Field(300.0, ge=0)
-    # Does the provider honour response_format json_schema? Unset: ask litellm's model map.
+    # Does the provider honour response_format json_schema? Unset: litellm's model map, else a probe (pipeline.probe).
     json_schema: bool | None = None
+    # Ask for streamed replies (server-sent events), assembled before use; for servers and proxies that
+    # answer best streamed. timeout_s then bounds each gap between chunks.
+    stream: bool = False
 
 
 class LedgerConfig(_Section):

@@ -39,7 +39,7 @@ from .errors import EnvironmentFailure, LedgerError, TickAlreadyRun
 
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
 from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
-from .models import Claim, Execution, GuardEvent, Run, Tick, TickEvent, Turn
+from .models import Claim, Execution, GuardEvent, ProviderCapability, Run, Tick, TickEvent, Turn
 from .utc import aware, sqlite_text, utcnow
 
 if TYPE_CHECKING:
@@ -390,6 +390,13 @@ class Ledger:
                 s.add(tick)
                 self._event(s, tick, "finished", tick.outcome, run_id)
 
+    def record_turns_after_done(self, run_id: str, turns: int) -> None:
+        """Model turns the run made after done_when held and the report was recorded (the closing message)."""
+        with self.write() as s:
+            run = s.get(Run, run_id)
+            run.turns_after_done = turns
+            s.add(run)
+
     def tick_state(self, channel: str, tick: datetime) -> str | None:
         """``queued``, ``claimed``, ``done``, or None when no row exists for this firing."""
         with self.read() as s:
@@ -415,6 +422,17 @@ class Ledger:
     def runs(self, limit: int = 20) -> list[Run]:
         with self.read() as s:
             return list(s.exec(select(Run).order_by(Run.started_at.desc(), Run.id.desc()).limit(limit)))
+
+    # --- provider capabilities (pipeline.probe) ----------------------------
+
+    def capability(self, model: str, api_base: str) -> ProviderCapability | None:
+        with self.read() as s:
+            return s.get(ProviderCapability, (model, api_base))
+
+    def record_capability(self, row: ProviderCapability) -> None:
+        """Store a probe's answer for (model, api_base), replacing the previous one."""
+        with self.write() as s:
+            s.merge(row)
 
     # --- turns and executions ----------------------------------------------
 

@@ -11,6 +11,7 @@ queried on its own:
           │   └─ tick_events   every delivery of a tick and what was decided
           ├─ claims         what the model *said* it did, with the guard's verdict
           └─ guard_events   each nudge or failure the guard decided on
+    provider_capabilities   what a model behind an api_base was probed to honour (pipeline.probe)
 
 Only an ``executions`` row with ``ok = 1`` is a fact.
 
@@ -74,6 +75,8 @@ class Run(SQLModel, table=True):
     nudges: int = 0
     guard_enabled: bool = True
     error: str | None = Field(default=None, sa_column=Column(Text))
+    # Model turns after done_when held and the report was recorded (the closing message): None when it never did.
+    turns_after_done: int | None = None
 
 
 class Turn(SQLModel, table=True):
@@ -287,3 +290,17 @@ class GuardEvent(SQLModel, table=True):
     nudge_no: int = 0
     message: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Time(default_factory=utcnow)
+
+
+class ProviderCapability(SQLModel, table=True):
+    """What one model behind one endpoint honours, as probed (``pipeline.probe``); None: not known."""
+
+    __tablename__ = "provider_capabilities"
+    model: str = Field(primary_key=True)
+    api_base: str = Field(primary_key=True, default="")  # "" for the provider's default endpoint
+    json_schema: bool | None = None
+    tools: bool | None = None
+    usage: bool | None = None
+    served_model: str | None = None  # what the endpoint said it served: a change means a new provider
+    error: str | None = Field(default=None, sa_column=Column(Text))  # the probe failed: asked again next time
+    probed_at: datetime = Time(default_factory=utcnow)

@@ -6,7 +6,8 @@ how many runs and how they ended, which models the provider actually served,
 the share of model turns that were prose only (no tool call), nudges per run,
 claims the guard did not verify (by capability and verdict), tool calls
 written as text, stuck runs (ended ``incomplete``: the model never produced
-the required facts), p50/p95 turn latency and tokens. A handful of grouped
+the required facts), turns after the work was done (``runs.turns_after_done``:
+the closing message, so ≤ 1 a run unless it lied), p50/p95 turn latency and tokens. A handful of grouped
 queries, so the command stays fast on a large ledger (``bench/bench_stats.py``).
 """
 
@@ -61,6 +62,8 @@ class ModelStats:
     hallucinations_total: int
     text_tool_calls: int
     stuck_runs: int
+    turns_after_done: int  # summed over the runs that got there
+    turns_after_done_max: int | None  # the worst run; None when no run finished its work
     latency_ms_p50: float | None
     latency_ms_p95: float | None
     prompt_tokens: int
@@ -81,7 +84,8 @@ def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[Mod
         return models.setdefault(model, {
             "model": model, "served": {}, "runs": 0, "outcomes": {}, "nudges": 0, "nudges_per_run": 0.0,
             "model_turns": 0, "prose_only_turns": 0, "prose_only_share": 0.0, "hallucinations": {},
-            "hallucinations_total": 0, "text_tool_calls": 0, "stuck_runs": 0, "latency_ms_p50": None,
+            "hallucinations_total": 0, "text_tool_calls": 0, "stuck_runs": 0, "turns_after_done": 0,
+            "turns_after_done_max": None, "latency_ms_p50": None,
             "latency_ms_p95": None, "prompt_tokens": 0, "completion_tokens": 0})
 
     for row in reader.rows(f"SELECT r.model AS model, r.status AS status, COUNT(*) AS n, SUM(r.nudges) AS nudges "
@@ -127,6 +131,15 @@ def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[Mod
     for model, values in latencies.items():
         values.sort()
         entry(model).update(latency_ms_p50=_percentile(values, 0.50), latency_ms_p95=_percentile(values, 0.95))
+    # Last: on a ledger from before migration 0014 (read as it is) the column is missing, and on PostgreSQL
+    # the failed statement would abort the reads after it.
+    try:
+        after = reader.tuples(f"SELECT r.model, SUM(r.turns_after_done), MAX(r.turns_after_done) FROM runs r {where} "
+                              f"{'AND' if where else 'WHERE'} r.turns_after_done IS NOT NULL GROUP BY r.model", **params)
+    except Exception:  # LedgerError from the CLI's reader, SQLAlchemy's from an engine's (never imported here)
+        after = []
+    for model, total, worst in after:
+        entry(model).update(turns_after_done=total or 0, turns_after_done_max=worst)
     for e in models.values():
         e["nudges_per_run"] = round(e["nudges"] / e["runs"], 2) if e["runs"] else 0.0
         e["prose_only_share"] = round(e["prose_only_turns"] / e["model_turns"], 3) if e["model_turns"] else 0.0

@@ -34,6 +34,9 @@ Scenarios:
     echo              honest, but a rewrite returns the draft word for word until told it did
     text_placeholder  first writes publish as text with a placeholder ("article_id": <article_id>),
                       then follows the step the nudge names (honest)
+    keeps_going       honest up to the report, then calls topic again on every turn, tool_choice "none"
+                      or not (the real 1.5B model did: 17 turns after the report, until max_turns)
+    keeps_going_text  the same, but writes the topic call as a ```json block after the report
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ from pipeline.testing import (
 )
 
 FLAKY_FAILURES = 2
+# Scenarios whose provider honours response_format JSON schemas (what a capability probe finds out).
+FOLLOWS_SCHEMAS = ("prose_until_schema",)
 
 INCIDENT_TEXT = ("文章已生成，拟人化评分 82 分，已发布至平台，链接 https://domain/item/fake-id，"
                  "已登记到台账，登记号 CT-20260922-001。")
@@ -158,7 +163,8 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
         return honest(messages, n) if "draft" not in done else {"content": "OK."}
     if scenario == "text_call" or (scenario == "text_call_recover" and not nudged):
         step = next((s for s in ORDER if s not in done), "report")
-        return {"content": f"```json\n{json.dumps({'name': step, 'arguments': _args(step, done)})}\n```"}
+        # as llama.cpp's server returns it from the 1.5B model: indented, in a fence, finish_reason stop
+        return {"content": f"```json\n{json.dumps({'name': step, 'arguments': _args(step, done)}, indent=2)}\n```"}
     if scenario == "text_call_recover":
         return honest(messages, n)
     if scenario == "unknown_tool":
@@ -187,6 +193,12 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
         if nudged:
             return honest(messages, n)
         return {"content": '```json\n{"name": "publish", "arguments": {"article_id": <article_id>}}\n```'}
+    if scenario in ("keeps_going", "keeps_going_text"):
+        if "report" not in done:
+            return honest(messages, n)
+        if scenario == "keeps_going":
+            return _call("topic", {}, n)
+        return {"content": '```json\n{"name": "topic", "arguments": {}}\n```'}
     if scenario == "negation":
         reply = honest(messages, n)
         if "content" in reply:
@@ -199,6 +211,10 @@ def respond(scenario: str, messages: list[dict[str, Any]], tools: list[dict[str,
             response_format: dict[str, Any] | None, n: int) -> dict[str, Any]:
     """The scenario's answer to one request, as an OpenAI-style assistant message (``content``, ``tool_calls``)."""
     fmt = (response_format or {}).get("json_schema", {})
+    if fmt.get("name") == "capability_probe":  # pipeline.probe: the schema alone names the token to return
+        if scenario in FOLLOWS_SCHEMAS:
+            return {"content": json.dumps({"probe": fmt["schema"]["properties"]["probe"]["enum"][0]})}
+        return {"content": "Sure! Here is a JSON object: {\"ok\": true}"}
     if fmt.get("name") == "tool_decision":
         return decision_turn(scenario, messages)
     if tools:
