@@ -80,6 +80,43 @@ def prepare(data_dir: str | os.PathLike[str] | None = None) -> Path:
     return assets.model_path(Path(data_dir) if data_dir is not None else _data_dir)
 
 
+def server_params(path: Path, draft: Path | None = None) -> Any:
+    """llama.cpp's parameters for the embedded model (``draft``: a smaller model for speculative decoding).
+
+    One function, so that ``bench/bench_speculative.py`` measures the server the pipeline runs.
+    """
+    import xllamacpp
+
+    p = xllamacpp.CommonParams()
+    p.model.path = str(path)
+    p.n_ctx = N_CTX
+    # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
+    # cached prompt it shares most), so a drafting call in between does not evict its prefix.
+    p.n_parallel = 2
+    p.cache_prompt = True
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    for cpu in (p.cpuparams, p.cpuparams_batch):
+        cpu.n_threads = threads
+        # Busy-polling workers starve each other on small VMs: measured 0.6 tok/s with
+        # the default poll=50 against 20 tok/s with 0, on 2 cores.
+        cpu.poll = 0
+    # xllamacpp always opens an HTTP listener; keep it local, on a free port, and locked
+    # with a key nobody holds (in-process calls bypass it: measured 401 over HTTP).
+    p.hostnames = ["127.0.0.1"]
+    p.port = 0
+    p.api_keys = [secrets.token_hex(16)]
+    p.ui = False
+    p.endpoint_slots = False
+    p.verbosity = -1  # llama.cpp logs would interleave with the CLI's own output
+    if draft is not None:
+        spec = p.speculative
+        spec.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        spec.draft.mparams.path = str(draft)
+        for cpu in (spec.draft.cpuparams, spec.draft.cpuparams_batch):
+            cpu.n_threads, cpu.poll = p.cpuparams.n_threads, 0
+    return p
+
+
 def _load() -> Any:
     global _server
     with _lock:
@@ -88,27 +125,7 @@ def _load() -> Any:
         path = prepare()
         import xllamacpp
 
-        p = xllamacpp.CommonParams()
-        p.model.path = str(path)
-        p.n_ctx = N_CTX
-        # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
-        # cached prompt it shares most), so a drafting call in between does not evict its prefix.
-        p.n_parallel = 2
-        p.cache_prompt = True
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        for cpu in (p.cpuparams, p.cpuparams_batch):
-            cpu.n_threads = threads
-            # Busy-polling workers starve each other on small VMs: measured 0.6 tok/s with
-            # the default poll=50 against 20 tok/s with 0, on 2 cores.
-            cpu.poll = 0
-        # xllamacpp always opens an HTTP listener; keep it local, on a free port, and locked
-        # with a key nobody holds (in-process calls bypass it: measured 401 over HTTP).
-        p.hostnames = ["127.0.0.1"]
-        p.port = 0
-        p.api_keys = [secrets.token_hex(16)]
-        p.ui = False
-        p.endpoint_slots = False
-        p.verbosity = -1  # llama.cpp logs would interleave with the CLI's own output
+        p = server_params(path)
         _server = xllamacpp.Server(p)
         atexit.register(_close)
         return _server
