@@ -12,6 +12,9 @@ picks, a random API key; nothing here uses it).
                                    mostly answers in prose, the failure the guard exists for
 
 Requests without tools (drafting, humanizing) are plain chat completions in both.
+
+Speculative decoding (a 0.5B draft model, ``server_params(path, draft=…)``) stays off: it is enabled
+only once ``bench/bench_speculative.py`` measures it faster on this 2-core target, which it has not yet.
 Errors a person must fix (weights or runtime not installed) are raised as
 ``litellm.BadRequestError``, which ``ChatModel`` does not retry; anything else
 litellm would report as a retryable connection error.
