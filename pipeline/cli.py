@@ -461,7 +461,8 @@ def stats(config: ConfigOpt = None,
                                                                 "(default: all).")] = None,
           as_json: JsonOpt = False) -> None:
     """Per-model reliability: runs and outcomes, prose-only turns, nudges, hallucinations, text tool calls,
-    stuck runs, turns after the work was done (worst run), p50/p95 turn latency, tokens. Which model to stop using."""
+    stuck runs, turns after the work was done (worst run), p50/p95 turn latency, capabilities' own model calls, tokens and
+    model time (every call). Which model to stop using."""
     from .stats import model_stats, parse_since, score_stats
 
     try:
@@ -490,12 +491,14 @@ def stats(config: ConfigOpt = None,
                            for status, n in sorted(by.items())) or "0"
         served = ",".join(sorted(r.served)) or "—"
         ms = "—" if r.latency_ms_p50 is None else f"{r.latency_ms_p50:.0f}/{r.latency_ms_p95:.0f}"
+        side = "—" if r.side_call_latency_ms_p50 is None else (
+            f"{r.side_calls} {r.side_call_latency_ms_p50:.0f}/{r.side_call_latency_ms_p95:.0f}")
         table.append([r.model, served, str(r.runs), pct(r.outcomes.get("done", 0) / r.runs) if r.runs else "—",
                       pct(r.prose_only_share), f"{r.nudges_per_run:.2f}", halluc, str(r.text_tool_calls),
                       str(r.stuck_runs), "—" if r.turns_after_done_max is None else str(r.turns_after_done_max),
-                      ms, f"{r.prompt_tokens}+{r.completion_tokens}"])
+                      ms, side, f"{r.prompt_tokens}+{r.completion_tokens}", f"{r.model_time_s:.0f}"])
     _print_table(["model", "served", "runs", "done", "prose turns", "nudges/run", "hallucinations", "text calls", "stuck",
-                  "after done", "p50/p95 ms", "tokens"], table)
+                  "after done", "turn p50/p95 ms", "side calls p50/p95 ms", "tokens", "model s"], table)
     if scores:  # one row per scorer version: numbers from two scorers are not comparable
         _print_table(["humanize scorer", "articles", "median score", "published"],
                      [[s.scorer, str(s.articles), "—" if s.median is None else f"{s.median:g}", str(s.published)]
@@ -750,17 +753,27 @@ def _cut(text: str, full: bool, limit: int = 400) -> str:
 
 def _show_data(reader: LedgerReader, run: Any) -> dict[str, Any]:
     turns, executions, guard = reader.turns(run.id), reader.executions(run.id), reader.guard_events(run.id)
+    side = reader.model_calls(run.id)
     answered = [t for t in turns if t.role == "assistant"]
-    latencies = [t.latency_ms for t in answered if t.latency_ms is not None]
+    # Every model call: the agent's turns and the capabilities' own calls (draft, humanize, brainstorm).
+    every = [*answered, *side]
     totals = {
         "model_turns": len(answered),
-        "prompt_tokens": sum(t.prompt_tokens or 0 for t in answered),
-        "completion_tokens": sum(t.completion_tokens or 0 for t in answered),
-        "model_latency_ms": round(sum(latencies), 1),
+        "side_calls": len(side),
+        "model_calls": len(every),
+        "prompt_tokens": sum(c.prompt_tokens or 0 for c in every),
+        "completion_tokens": sum(c.completion_tokens or 0 for c in every),
+        "model_latency_ms": round(sum(c.latency_ms or 0 for c in every), 1),
+        "side_call_latency_ms": round(sum(c.latency_ms or 0 for c in side), 1),
         "executions": len(executions),
         "failed_executions": sum(1 for e in executions if e.ok is False),
         "nudges": run.nudges,
     }
+    if run.finished_at is not None and totals["model_latency_ms"]:
+        # Run overhead: wall time over the time spent in the model (1.0: nothing but model calls).
+        wall_ms = (run.finished_at - run.started_at).total_seconds() * 1000
+        totals["wall_ms"] = round(wall_ms, 1)
+        totals["overhead"] = round(wall_ms / totals["model_latency_ms"], 3)
 
     def plain(row: Any) -> dict[str, Any]:
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in vars(row).items()}
@@ -771,7 +784,7 @@ def _show_data(reader: LedgerReader, run: Any) -> dict[str, Any]:
                  "weakest": weakest_stored(a.body, a.score_paragraphs_json)} for a in reader.articles(run.id)]
     return {"run": plain(run), "turns": [plain(t) for t in turns], "executions": [plain(e) for e in executions],
             "articles": articles,
-            "guard_events": [plain(g) for g in guard], "totals": totals}
+            "model_calls": [plain(c) for c in side], "guard_events": [plain(g) for g in guard], "totals": totals}
 
 
 @ledger_app.command("show")
@@ -797,6 +810,9 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]"
     by_turn: dict[Any, list[dict]] = {}
     for ex in data["executions"]:
         by_turn.setdefault(ex["turn_id"], []).append(ex)
+    by_execution: dict[Any, list[dict]] = {}
+    for c in data["model_calls"]:
+        by_execution.setdefault(c["execution_id"], []).append(c)
     guard: dict[Any, list[dict]] = {}
     for g in data["guard_events"]:
         guard.setdefault(g["turn_id"], []).append(g)
@@ -822,6 +838,8 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]"
             detail = ex["result_json"] if ex["ok"] else ex["error"]
             out.print(f"   {mark} {for_rich(ex['capability'])}({for_rich(_cut(ex['arguments_json'], full, 200))}) → "
                       f"{for_rich(_cut(detail or '', full, 300))}", highlight=False)
+            for c in by_execution.get(ex["id"], []):
+                _print_side_call(c)
         for g in guard.get(t["id"], []):
             out.print(f"   [yellow]guard[/] {g['kind']} → {g['action']} {g['nudge_no'] or ''}", highlight=False)
     for g in guard.get(None, []):
@@ -831,11 +849,24 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]"
             out.print(f"[bold]article {a['id']}[/] score {a['score']:g} ({for_rich(a['scorer'] or 'heuristic')})", highlight=False)
             for w in a["weakest"]:
                 out.print(f"   weakest: {for_rich(w)}", highlight=False)
+    for c in by_execution.get(None, []):  # a step that never committed its execution row
+        _print_side_call(c)
     tot = data["totals"]
-    out.print(f"[bold]totals[/] {tot['model_turns']} model turns, {tot['prompt_tokens']}+{tot['completion_tokens']} tokens, "
-              f"{tot['model_latency_ms'] / 1000:.1f} s in the model, {tot['executions']} executions "
+    overhead = f", wall {tot['wall_ms'] / 1000:.1f} s (overhead {tot['overhead']:.2f})" if "overhead" in tot else ""
+    out.print(f"[bold]totals[/] {tot['model_calls']} model calls ({tot['model_turns']} turns, {tot['side_calls']} by "
+              f"capabilities), {tot['prompt_tokens']}+{tot['completion_tokens']} tokens, "
+              f"{tot['model_latency_ms'] / 1000:.1f} s in the model{overhead}, {tot['executions']} executions "
               f"({tot['failed_executions']} failed), {tot['nudges']} nudges"
               + (f", {r['turns_after_done']} after the work was done" if r.get("turns_after_done") is not None else ""),
+              highlight=False)
+
+
+def _print_side_call(c: dict[str, Any]) -> None:
+    from .untrusted import for_rich
+
+    what = f"[red]failed: {for_rich(c['error'])}[/]" if c["error"] else for_rich(c["finish_reason"] or "")
+    out.print(f"     [dim]↳ model call {for_rich(c['served_model'] or c['requested_model'])} "
+              f"{c['prompt_tokens'] or 0}+{c['completion_tokens'] or 0} tok {c['latency_ms'] or 0:.0f} ms[/] {what}",
               highlight=False)
 
 

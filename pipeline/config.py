@@ -201,6 +201,16 @@ class WeChatPublishConfig(_Section):
     recheck_days: float = Field(3.0, ge=0)
 
 
+class DisclosureConfig(_Section):
+    """What a published article says about being machine-written (``pipeline.disclosure``)."""
+
+    enabled: bool = True
+    en: str = Field("This article was written by an AI language model.", min_length=1)
+    zh: str = Field("本文由人工智能生成。", min_length=1)
+    # The AIGC metadata's ContentProducer (GB 45438-2025): the service provider's name or filing number.
+    producer: str = Field("pipeline", min_length=1)
+
+
 class PublishConfig(_Section):
     target: str = "local"
     # "manual": a run stops after humanize in the awaiting_review state (exit 8) with a preview; an editor's
@@ -225,6 +235,7 @@ class PublishConfig(_Section):
     ghost: GhostPublishConfig = Field(default_factory=GhostPublishConfig)
     webhook: WebhookPublishConfig = Field(default_factory=WebhookPublishConfig)
     wechat: WeChatPublishConfig = Field(default_factory=WeChatPublishConfig)
+    disclosure: DisclosureConfig = Field(default_factory=DisclosureConfig)
 
 
 class RegisterConfig(_Section):

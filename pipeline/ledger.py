@@ -39,7 +39,7 @@ from .errors import EnvironmentFailure, LedgerError, TickAlreadyRun
 
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
 from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
-from .models import Claim, Execution, GuardEvent, ProviderCapability, Run, Tick, TickEvent, Turn
+from .models import Claim, Execution, GuardEvent, ModelCall, ProviderCapability, Run, Tick, TickEvent, Turn
 from .utc import aware, sqlite_text, utcnow
 
 if TYPE_CHECKING:
@@ -132,7 +132,8 @@ class Ledger:
         self._lock = _write_lock(url) if self.is_sqlite else threading.Lock()
         # Records of what the model *said* (turns, opened executions) ride along with the next
         # write instead of paying a commit (an fsync) each; facts are never deferred.
-        self._deferred: list[tuple[SQLModel, Turn | None]] = []
+        # (record, parent, attribute): ``record.<attribute>`` is set to the parent's id once it is flushed.
+        self._deferred: list[tuple[SQLModel, SQLModel | None, str]] = []
         self._deferred_lock = threading.Lock()
         self._seq: dict[str, int] = {}
         try:
@@ -172,9 +173,9 @@ class Ledger:
                         # read-then-write (the next registration number) is never raced.
                         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITE_LOCK_KEY})")
                     with Session(bind=conn, expire_on_commit=False) as session:
-                        for obj, turn in deferred:
-                            if turn is not None:
-                                obj.turn_id = turn.id  # the turn was flushed just before
+                        for obj, parent, attr in deferred:
+                            if parent is not None:
+                                setattr(obj, attr, parent.id)  # the parent was flushed just before, or committed earlier
                             session.add(obj)
                             session.flush()
                         yield session
@@ -182,7 +183,7 @@ class Ledger:
         except BaseException as exc:
             # Not committed: keep the deferred records for the next write, as new rows again
             # (the rolled-back INSERT left them looking persistent, with ids that do not exist).
-            for obj, _turn in deferred:
+            for obj, _parent, _attr in deferred:
                 if inspect(obj).has_identity:
                     make_transient(obj)
                     obj.id = None
@@ -209,10 +210,10 @@ class Ledger:
             n, self._deferred = len(self._deferred), []
         return n
 
-    def defer(self, obj: SQLModel, turn: Turn | None = None) -> None:
-        """Insert ``obj`` with the next write (``turn``: a deferred turn whose id it references)."""
+    def defer(self, obj: SQLModel, parent: SQLModel | None = None, attr: str = "turn_id") -> None:
+        """Insert ``obj`` with the next write (``parent``: a row, deferred or not, whose id goes in ``obj.<attr>``)."""
         with self._deferred_lock:
-            self._deferred.append((obj, turn))
+            self._deferred.append((obj, parent, attr))
 
     def flush(self) -> None:
         """Commit deferred records now."""
@@ -479,6 +480,12 @@ class Ledger:
         self.flush()
         with self.read() as s:
             return list(s.exec(select(Execution).where(Execution.run_id == run_id).order_by(Execution.id)))
+
+    def model_calls(self, run_id: str) -> list[ModelCall]:
+        """The model calls capabilities made in this run (``pipeline.calls``), oldest first."""
+        self.flush()
+        with self.read() as s:
+            return list(s.exec(select(ModelCall).where(ModelCall.run_id == run_id).order_by(ModelCall.id)))
 
     # --- facts, claims, guard ---------------------------------------------
 

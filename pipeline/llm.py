@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import deadline
+from . import calls, deadline
 from .config import LLMConfig
 from .errors import ConfigError, DeadlineExceeded, ProviderUnavailableError
 from .messages import Reply, ToolCall
@@ -102,14 +102,23 @@ class ChatModel:
         providers that refuse a history of tool calls without them) but asks for text only."""
         what = f"model call to {self.cfg.model}"
         _load_litellm()  # seconds on a cold start: the process's cost, not the provider's, so outside its deadline
+        started = time.perf_counter()
         try:
             with deadline.limit(self.cfg.call_deadline_s, what):
-                return self._complete(messages, tools, response_format, max_tokens, temperature, seed, tool_choice)
+                reply = self._complete(messages, tools, response_format, max_tokens, temperature, seed, tool_choice)
         except DeadlineExceeded as exc:
             if exc.what != what:
+                calls.record(self.cfg.model, latency_ms=_since(started), error=f"deadline: {exc.what}")
                 raise  # the step's or the run's deadline: the runner reports it
+            calls.record(self.cfg.model, latency_ms=_since(started), error=f"[llm] call_deadline_s = {exc.seconds:g} s")
             raise ProviderUnavailableError(f"LLM provider for {self.cfg.model} gave no complete answer within "
                                            f"[llm] call_deadline_s = {exc.seconds:g} s") from None
+        except Exception as exc:
+            calls.record(self.cfg.model, latency_ms=_since(started), error=_short(exc))
+            raise
+        # A capability's own call (draft, humanize, brainstorm) is recorded here; the agent's are its turns.
+        calls.record(self.cfg.model, reply)
+        return reply
 
     def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                   response_format: dict[str, Any] | None, max_tokens: int | None,
@@ -185,6 +194,8 @@ def _streamed(**kwargs: Any) -> Any:
         raise litellm.APIConnectionError(message="the stream ended before its first chunk", llm_provider="openai",
                                          model=kwargs["model"])
     return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
+def _since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def _short(exc: Exception) -> str:

@@ -5,6 +5,7 @@ queried on its own:
 
     runs ─┬─ turns          every message sent to or received from the model
           ├─ executions     every capability call: arguments, result or error, ok
+          ├─ model_calls    every model call a capability made itself (draft, humanize, brainstorm)
           ├─ topics / articles / publications / registrations / reports
           │                 the business records capabilities create
           ├─ ticks          scheduled firings, claimed once before their run starts
@@ -121,6 +122,29 @@ class Execution(SQLModel, table=True):
     error: str | None = Field(default=None, sa_column=Column(Text))
     started_at: datetime = Time(default_factory=utcnow)
     finished_at: datetime | None = Time(default=None)
+
+
+class ModelCall(SQLModel, table=True):
+    """A model call made by a capability (a side call), with its tokens and latency.
+
+    The agent's own calls are its assistant turns; these are the rest, so that a run's model time and
+    tokens are the sum of both (``ledger show`` totals, ``pipeline stats``).
+    """
+
+    __tablename__ = "model_calls"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    # The step it served: the capability's execution (set when that row is committed with it).
+    execution_id: int | None = Field(default=None, foreign_key="executions.id", index=True)
+    capability: str
+    requested_model: str
+    served_model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float | None = None
+    finish_reason: str | None = None
+    error: str | None = Field(default=None, sa_column=Column(Text))  # the call failed (its latency: until it did)
+    created_at: datetime = Time(default_factory=utcnow)
 
 
 class Topic(SQLModel, table=True):

@@ -12,6 +12,9 @@ picks, a random API key; nothing here uses it).
                                    mostly answers in prose, the failure the guard exists for
 
 Requests without tools (drafting, humanizing) are plain chat completions in both.
+
+Speculative decoding (a 0.5B draft model, ``server_params(path, draft=…)``) stays off: it is enabled
+only once ``bench/bench_speculative.py`` measures it faster on this 2-core target, which it has not yet.
 Errors a person must fix (weights or runtime not installed) are raised as
 ``litellm.BadRequestError``, which ``ChatModel`` does not retry; anything else
 litellm would report as a retryable connection error.
@@ -80,9 +83,11 @@ def prepare(data_dir: str | os.PathLike[str] | None = None) -> Path:
     return assets.model_path(Path(data_dir) if data_dir is not None else _data_dir)
 
 
-def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_tokens: int = -1) -> Any:
-    """llama.cpp's parameters for the embedded model: the in-process provider's, and the real-server test tier's
-    (``tests/llamaserver.py``: the same server, reached over its OpenAI-compatible HTTP listener)."""
+def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_tokens: int = -1,
+                  draft: Path | None = None) -> Any:
+    """llama.cpp's parameters for the embedded model: the in-process provider's, the real-server test tier's
+    (``tests/llamaserver.py``: the same server over its OpenAI-compatible HTTP listener) and
+    ``bench/bench_speculative.py``'s (``draft``: a smaller model for speculative decoding)."""
     import xllamacpp
 
     p = xllamacpp.CommonParams()
@@ -107,6 +112,12 @@ def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_
     p.ui = False
     p.endpoint_slots = False
     p.verbosity = -1  # llama.cpp logs would interleave with the CLI's own output
+    if draft is not None:
+        spec = p.speculative
+        spec.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        spec.draft.mparams.path = str(draft)
+        for cpu in (spec.draft.cpuparams, spec.draft.cpuparams_batch):
+            cpu.n_threads, cpu.poll = p.cpuparams.n_threads, 0
     return p
 
 
