@@ -53,6 +53,13 @@ def make_app(cfg):
     )
     max_retries = cfg.engine.max_retries
 
+    from celery.signals import worker_process_shutdown
+
+    from . import resident
+
+    # A worker process stopping cleanly leaves a SQLite ledger's file complete (no WAL left to fold back).
+    worker_process_shutdown.connect(lambda **_: resident.checkpoint_all(), weak=False)
+
     @app.task(name=TASK, bind=True, max_retries=max_retries)
     def run_tick(self: Any, channel: str, scheduled_for: str) -> dict:
         try:
@@ -87,6 +94,7 @@ def execute_tick(channel: str, tick: datetime) -> dict:
         log.error("channel %s: %s", channel, exc)
         return {"channel": channel, "tick": tick.isoformat(), "error": str(exc), "exit_code": int(exc.exit_code)}
     log.warning("channel %s: run %s %s (exit %d)", channel, outcome.run_id, outcome.status, outcome.exit_code)
+    resident.checkpoint_all()  # periodically: after each run, so the WAL never grows across a worker's life
     return {"channel": channel, "tick": tick.isoformat(), "run_id": outcome.run_id, "status": outcome.status,
             "exit_code": outcome.exit_code}
 

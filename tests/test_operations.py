@@ -216,3 +216,15 @@ def test_status_exit_codes_are_the_documented_ones():
     from pipeline.status import HEALTH_EXIT as codes
 
     assert codes == HEALTH_EXIT
+
+
+def test_long_lived_workers_checkpoint_their_ledgers(tmp_path):
+    """Finding 2, workers: resident.checkpoint_all (after each Celery run and at worker shutdown) folds the WAL back."""
+    from pipeline import resident
+
+    cfg = config_mod.load(write_config(tmp_path, OFFLINE_API_BASE, "honest"), environ={})
+    ledger = resident.ledger_for(cfg)
+    ledger.finish_run(ledger.start_run("m").id, "done", 0)
+    assert (tmp_path / "ledger.db-wal").stat().st_size > 0
+    resident.checkpoint_all()
+    assert (tmp_path / "ledger.db-wal").stat().st_size == 0
