@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -36,20 +37,51 @@ def _litellm_dir() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+MAP_FILE = "model_prices_and_context_window_backup.json"
+PROVIDERS_FILE = "provider_endpoints_support_backup.json"
+
+
+@lru_cache(maxsize=1)
+def _map_text() -> str | None:
+    where = _litellm_dir()
+    try:
+        return (where / MAP_FILE).read_text(encoding="utf-8") if where is not None else None
+    except OSError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def _providers() -> set[str]:
+    where = _litellm_dir()
+    try:
+        return set(json.loads((where / PROVIDERS_FILE).read_text(encoding="utf-8")).get("providers", {})) if where else set()
+    except (OSError, ValueError):
+        return set()
+
+
+def _provider_of(text: str, key: str) -> str | None:
+    """The ``litellm_provider`` of map entry ``key``, found in the text (a right model costs no JSON parse:
+    the map is 3 MB, parsing it a large part of a second on a busy host). None: no such entry."""
+    at = text.find(f'\n    "{key}": {{')
+    if at < 0:
+        return None
+    end = text.find("\n    }", at)
+    found = re.search(r'"litellm_provider":\s*"([^"]+)"', text[at:end if end > 0 else None])
+    return found.group(1) if found else ""
+
+
 @lru_cache(maxsize=1)
 def _maps() -> tuple[dict[str, Any], set[str]] | None:
-    where = _litellm_dir()
-    if where is None:
+    """The whole map, parsed: only when a name is wrong and a suggestion is wanted."""
+    text = _map_text()
+    if text is None:
         return None
     try:
-        models = json.loads((where / "model_prices_and_context_window_backup.json").read_text(encoding="utf-8"))
-        providers = set(json.loads((where / "provider_endpoints_support_backup.json").read_text(encoding="utf-8"))
-                        .get("providers", {}))
-    except (OSError, ValueError):
+        models = json.loads(text)
+    except ValueError:
         return None
     models.pop("sample_spec", None)
-    providers |= {v.get("litellm_provider") for v in models.values() if isinstance(v, dict)} - {None}
-    return models, providers
+    return models, _providers() | ({v.get("litellm_provider") for v in models.values() if isinstance(v, dict)} - {None})
 
 
 def _near(word: str, choices: Any) -> str:
@@ -64,26 +96,30 @@ def check(model: str, api_base: str | None, enabled: bool = True) -> None:
     provider, _, name = model.partition("/")
     if not enabled or api_base or provider in LOCAL_PROVIDERS:
         return
+    text = _map_text()
+    if text is None:  # litellm not installed (the run will say so) or its data files moved: nothing to check with
+        return
+    hint = " (a model newer than litellm's map: [llm] model_check = false)"
+    if _provider_of(text, model) is not None:
+        return  # listed as written: "gpt-4o-mini", "deepseek/deepseek-chat"
+    if name and _provider_of(text, name) == provider:
+        return  # "openai/gpt-4o-mini": the map lists "gpt-4o-mini" under openai
+    if name and provider in OPEN_ENDED and provider in _providers():
+        return
     maps = _maps()
-    if maps is None:  # litellm not installed (the run will say so) or its data files moved: nothing to check with
+    if maps is None:
         return
     models, providers = maps
-    hint = " (a model newer than litellm's map: [llm] model_check = false)"
     if not name:
-        if model not in models:
-            raise ConfigError(f"[llm] model {model!r}: not in litellm's model map{_near(model, models)}{hint}")
-        return
+        raise ConfigError(f"[llm] model {model!r}: not in litellm's model map{_near(model, models)}{hint}")
     if provider not in providers:
         raise ConfigError(f"[llm] model {model!r}: unknown provider {provider!r}{_near(provider, providers)}")
     if provider in OPEN_ENDED:
         return
-    listed = model in models or models.get(name, {}).get("litellm_provider") == provider
-    if not listed:
-        ours = [k for k, v in models.items() if isinstance(v, dict) and v.get("litellm_provider") == provider]
-        if not ours:  # the map lists nothing for this provider: it cannot say the name is wrong
-            return
-        names = {k.split("/", 1)[1] if k.startswith(provider + "/") else k: k for k in ours}
-        near = difflib.get_close_matches(name, list(names), n=3, cutoff=0.75)
-        mean = f"; did you mean {' or '.join(repr(f'{provider}/{n}') for n in near)}?" if near else ""
-        raise ConfigError(f"[llm] model {model!r}: litellm's model map has no {name!r} for {provider}{mean}{hint}")
-
+    ours = [k for k, v in models.items() if isinstance(v, dict) and v.get("litellm_provider") == provider]
+    if not ours:  # the map lists nothing for this provider: it cannot say the name is wrong
+        return
+    names = {k.split("/", 1)[1] if k.startswith(provider + "/") else k: k for k in ours}
+    near = difflib.get_close_matches(name, list(names), n=3, cutoff=0.75)
+    mean = f"; did you mean {' or '.join(repr(f'{provider}/{n}') for n in near)}?" if near else ""
+    raise ConfigError(f"[llm] model {model!r}: litellm's model map has no {name!r} for {provider}{mean}{hint}")
