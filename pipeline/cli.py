@@ -73,6 +73,8 @@ def _usage_name(self: Any) -> str:
 
 
 TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
+# An argument's name says what it is (RUN_ID, PATH): no "<str>" after it in the Arguments list.
+TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
 
 
 # Plain help (no Rich markup): TOML names such as [[channels]] and [publish.local] print as written.

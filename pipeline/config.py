@@ -559,9 +559,9 @@ def not_found(explicit: str | os.PathLike[str] | None, environ: dict[str, str] |
     environ = dict(os.environ if environ is None else environ)
     path = resolve_path(explicit, environ)
     if explicit:
-        return f"no config file at {path} (--config)"
+        return f"{path}: no such config file (--config)"
     if environ.get("PIPELINE_CONFIG"):
-        return f"no config file at {path} ($PIPELINE_CONFIG)"
+        return f"{path}: no such config file ($PIPELINE_CONFIG)"
     return (f"no config file: looked for config.toml in {Path.cwd()} (no --config given, $PIPELINE_CONFIG unset); "
             "`pipeline init` writes a starter one")
 

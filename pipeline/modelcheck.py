@@ -81,7 +81,8 @@ def _maps() -> tuple[dict[str, Any], set[str]] | None:
     except ValueError:
         return None
     models.pop("sample_spec", None)
-    return models, _providers() | ({v.get("litellm_provider") for v in models.values() if isinstance(v, dict)} - {None})
+    listed = {str(v["litellm_provider"]) for v in models.values() if isinstance(v, dict) and v.get("litellm_provider")}
+    return models, _providers() | listed
 
 
 def _near(word: str, choices: Any) -> str:
