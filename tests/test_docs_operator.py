@@ -17,7 +17,7 @@ import subprocess
 import pytest
 from support import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # real processes on a shared 2-core host
 
 
 def checked_blocks() -> list[str]:

@@ -24,7 +24,7 @@ from fakellm import FakeLLM
 from services import missing
 from support import KEY_ENV, OFFLINE_API_BASE, REPO, TEST_KEY, write_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # real processes on a shared 2-core host
 
 PIPELINE = [sys.executable, "-m", "pipeline"]
 
