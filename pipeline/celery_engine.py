@@ -60,6 +60,12 @@ def make_app(cfg):
 
     busy_every = max(1.0, cfg.engine.lease_s / 3)
     busy_retries = max(1, int(cfg.agent.run_deadline_s // busy_every) + 1)
+    from celery.signals import worker_process_shutdown
+
+    from . import resident
+
+    # A worker process stopping cleanly leaves a SQLite ledger's file complete (no WAL left to fold back).
+    worker_process_shutdown.connect(lambda **_: resident.checkpoint_all(), weak=False)
 
     @app.task(name=TASK, bind=True, max_retries=max_retries)
     def run_tick(self: Any, channel: str, scheduled_for: str) -> dict:
@@ -120,6 +126,7 @@ def execute_tick(channel: str, tick: datetime) -> dict:
         return {"channel": channel, "tick": tick.isoformat(), "error": str(exc), "exit_code": int(exc.exit_code)}
     tick_log.info("tick %s@%s finished: run %s %s (exit %d)", channel, tick.isoformat(), outcome.run_id, outcome.status,
                   outcome.exit_code)
+    resident.checkpoint_all()  # periodically: after each run, so the WAL never grows across a worker's life
     return {"channel": channel, "tick": tick.isoformat(), "run_id": outcome.run_id, "status": outcome.status,
             "exit_code": outcome.exit_code}
 

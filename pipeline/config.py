@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from .errors import ConfigError
@@ -65,6 +67,9 @@ class LLMConfig(_Section):
     # Ask for streamed replies (server-sent events), assembled before use; for servers and proxies that
     # answer best streamed. timeout_s then bounds each gap between chunks.
     stream: bool = False
+    # Refuse, before a run starts, a model litellm's model map does not know (a typo). false: a model newer
+    # than the installed litellm's map. A set api_base (a self-hosted server) is never checked.
+    model_check: bool = True
 
 
 class LedgerConfig(_Section):
@@ -274,6 +279,15 @@ class ReportConfig(_Section):
 class DaemonConfig(_Section):
     # Locks and the daemon's job store live here (relative to the config file).
     state_dir: str = "var"
+    # What fires this deployment's ticks, for `pipeline status`: "daemon" (`pipeline daemon`; it proves it is
+    # alive with a heartbeat row in the ledger), "cron" (a crontab running `pipeline run`; give cron_since),
+    # or "manual" (nothing scheduled: no tick is ever overdue).
+    scheduler: Literal["manual", "daemon", "cron"] = "manual"
+    # scheduler = "cron": when the crontab was installed (ISO time with offset). Ticks before it are not overdue.
+    cron_since: str = ""
+    # The daemon writes its heartbeat (and checkpoints a SQLite ledger's WAL) this often; `pipeline status`
+    # calls it dead when the last beat is older than three of these.
+    heartbeat_s: float = Field(30.0, ge=1, le=3600)
     # Schedule of the implicit "default" channel when no [[channels]] are declared.
     cron: str = "0 9 * * *"
     timezone: str = "UTC"
@@ -293,6 +307,28 @@ class DaemonConfig(_Section):
     standby_poll_s: float = Field(5.0, gt=0)
 
     _known_zone = field_validator("timezone")(_zone)
+
+    @field_validator("cron_since")
+    @classmethod
+    def _iso_time(cls, value: str) -> str:
+        if value:
+            try:
+                when = datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not an ISO time (e.g. 2026-12-01T09:00:00+00:00)") from None
+            if when.tzinfo is None:
+                raise ValueError(f"{value!r} has no UTC offset (e.g. 2026-12-01T09:00:00+00:00)")
+        return value
+
+    @model_validator(mode="after")
+    def _cron_needs_since(self) -> DaemonConfig:
+        if self.scheduler == "cron" and not self.cron_since:
+            raise ValueError('scheduler = "cron" needs cron_since: when the crontab was installed '
+                             '(e.g. cron_since = "2026-12-01T09:00:00+00:00")')
+        return self
+
+    def cron_began(self) -> datetime | None:
+        return datetime.fromisoformat(self.cron_since) if self.cron_since else None
 
 
 class EngineConfig(_Section):
@@ -487,25 +523,55 @@ def _merge(into: dict[str, Any], overrides: dict[str, Any]) -> None:
             into[key] = value
 
 
-def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> None:
+def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[str, ...], str]:
+    """Apply the environment's overrides; returns which variable set each key (to name it in an error)."""
+    origin: dict[tuple[str, ...], str] = {}
     for name, raw in sorted(environ.items()):
         if not name.startswith("PIPELINE_") or "__" not in name or name == "PIPELINE_CONFIG":
             continue
         section, _, key = name[len("PIPELINE_"):].partition("__")
         # Section names hold no underscores, so PIPELINE_PUBLISH_LOCAL__DIR is publish.local.dir.
-        _set(data, [*section.lower().split("_"), key.lower()], _literal(raw))
-    for name, dotted in _SWITCHES.items():
+        dotted = [*section.lower().split("_"), key.lower()]
+        _set(data, dotted, _literal(raw))
+        origin[tuple(dotted)] = f"{name}={raw}"
+    for name, dotted_ in _SWITCHES.items():
         if name in environ:
-            _set(data, list(dotted), _literal(environ[name].strip().lower()))
+            _set(data, list(dotted_), _literal(environ[name].strip().lower()))
+            origin[dotted_] = f"{name}={environ[name]}"
+    return origin
 
 
-def _describe(err: ValidationError, source: str) -> str:
+def _section_model(loc: list[str]) -> Any:
+    """The pydantic model that holds the key at ``loc`` (for "did you mean"), or None."""
+    model: Any = Config
+    for part in loc[:-1]:
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return None
+        model = field.annotation
+    return model
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def _describe(err: ValidationError, source: str, origin: dict[tuple[str, ...], str] | None = None) -> str:
     first = err.errors()[0]
     loc = [str(p) for p in first["loc"]]
     where = f"[{'.'.join(loc[:-1])}] {loc[-1]}" if len(loc) > 1 else (loc[0] if loc else "?")
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+        model = _section_model(loc)
+        names = [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
+        msg = "unknown key" + _did_you_mean(loc[-1], names)
+    # A value from the environment is reported as the variable that set it: the file has no such key.
+    for n in range(len(loc), 0, -1):
+        if origin and tuple(loc[:n]) in origin:
+            return f"environment {origin[tuple(loc[:n])]}: {where}: {msg}"
     return f"{source}: {where}: {msg}"
 
 
@@ -516,6 +582,26 @@ def resolve_path(explicit: str | os.PathLike[str] | None, environ: dict[str, str
     if environ.get("PIPELINE_CONFIG"):
         return Path(environ["PIPELINE_CONFIG"])
     return Path("config.toml")
+
+
+def not_found(explicit: str | os.PathLike[str] | None, environ: dict[str, str] | None = None) -> str:
+    """The one line a command that needs a config prints when there is none: where it looked."""
+    environ = dict(os.environ if environ is None else environ)
+    path = resolve_path(explicit, environ)
+    if explicit:
+        return f"{path}: no such config file (--config)"
+    if environ.get("PIPELINE_CONFIG"):
+        return f"{path}: no such config file ($PIPELINE_CONFIG)"
+    return (f"no config file: looked for config.toml in {Path.cwd()} (no --config given, $PIPELINE_CONFIG unset); "
+            "`pipeline init` writes a starter one")
+
+
+def require(explicit: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None) -> Config:
+    """``load``, but a missing file is an error: the commands that act (run, daemon, worker, serve) never
+    fall back to built-in defaults (a hosted model, a second ledger in whatever directory they started in)."""
+    if not resolve_path(explicit, environ).exists():
+        raise ConfigError(not_found(explicit, environ))
+    return load(explicit, environ)
 
 
 def load(explicit: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None) -> Config:
@@ -534,11 +620,11 @@ def load(explicit: str | os.PathLike[str] | None = None, environ: dict[str, str]
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     elif explicit or environ.get("PIPELINE_CONFIG"):
         raise ConfigError(f"{path}: no such config file")
-    _env_overrides(data, environ)
+    origin = _env_overrides(data, environ)
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, str(path))) from None
+        raise ConfigError(_describe(exc, str(path), origin)) from None
     cfg.base_dir = path.resolve().parent
     cfg._raw = data
     for chan in cfg.channels:  # surface a bad channel table now, not at 3 a.m.

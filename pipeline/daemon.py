@@ -365,7 +365,7 @@ def _leadership(cfg: Config, stopped: threading.Event) -> AbstractContextManager
                         logged = True
                     stopped.wait(cfg.daemon.standby_poll_s)
                     continue
-                log.warning("leading: this daemon schedules every channel")
+                log.info("leading: this daemon schedules every channel")
                 yield conn
                 return
         yield None  # stopped while standing by
@@ -427,9 +427,15 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
             catch_up(cfg, path, scheduler)
             threading.Thread(target=_watch_lead, args=(lead, cfg, stopped, lost), daemon=True).start()
         metrics_server = _serve_metrics(cfg)
+        ledger = resident.ledger_for(cfg)
+        me = ledger.daemon_started()  # from now on its ticks count for `pipeline status`
+        beats = threading.Thread(target=_heartbeat, args=(ledger, me, cfg.daemon.heartbeat_s, stopped), daemon=True)
+        beats.start()
         scheduler.resume()
+        log.info("daemon started (pid %d): %d channel(s), engine %s", os.getpid(), len(cfg.channel_names()),
+                 cfg.engine.kind)
         for job in scheduler.get_jobs():
-            log.warning("channel %s: next run %s", job.name, job.next_run_time)
+            log.info("channel %s: next run %s", job.name, job.next_run_time)
         if ready:
             ready.set()
         # Wake now and then: a signal delivered to another thread does not interrupt a wait with no timeout,
@@ -438,9 +444,31 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
             pass
         log.warning("stopping: waiting for runs in progress to reach the end of their step")
         scheduler.shutdown(wait=True)
+        beats.join(timeout=5)
+        try:
+            ledger.daemon_stopped(me)
+        except PipelineError as exc:
+            log.error("could not record the daemon's stop: %s", exc)
+        # The daemon exits without interpreter teardown (no connection closes, so SQLite would not fold
+        # its WAL back): leave ledger.db complete for a file copy or an immutable reader.
+        ledger.checkpoint()
         if metrics_server is not None:
             metrics_server.shutdown()
+        log.info("daemon stopped")
     return 1 if lost.is_set() else 0
+
+
+def _heartbeat(ledger: Any, me: str, every_s: float, stopped: threading.Event) -> None:
+    """Prove this daemon alive in the ledger, and keep a SQLite ledger's WAL short, every ``every_s``.
+
+    A thread of its own: a pool busy with long runs must not make a live daemon look dead.
+    """
+    while not stopped.wait(every_s):
+        try:
+            ledger.daemon_beat(me)
+            ledger.checkpoint()
+        except PipelineError as exc:  # a full disk or a locked ledger: the next beat tries again
+            log.error("heartbeat not written: %s", exc)
 
 
 def _serve_metrics(cfg):
@@ -454,7 +482,7 @@ def _serve_metrics(cfg):
         server = metrics.serve(cfg.metrics.listen, cfg.ledger_url)
     except OSError as exc:
         raise ConfigError(f"[metrics] listen {cfg.metrics.listen}: {exc.strerror or exc}") from None
-    log.warning("metrics at http://%s/metrics", cfg.metrics.listen)
+    log.info("metrics at http://%s/metrics", cfg.metrics.listen)
     return server
 
 

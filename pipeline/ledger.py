@@ -39,7 +39,7 @@ from .errors import EnvironmentFailure, LedgerError, TickAlreadyRun
 
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
 from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
-from .models import Claim, Execution, GuardEvent, ModelCall, ProviderCapability, Run, Tick, TickEvent, Turn
+from .models import Claim, Daemon, Execution, GuardEvent, ModelCall, ProviderCapability, Run, Tick, TickEvent, Turn
 from .utc import aware, sqlite_text, utcnow
 
 if TYPE_CHECKING:
@@ -229,6 +229,45 @@ class Ledger:
     def close(self) -> None:
         self.flush()
         self.engine.dispose()
+
+    # --- outside readers ------------------------------------------------------
+
+    def checkpoint(self) -> bool:
+        """SQLite: move the WAL into the database file and truncate it, so ``ledger.db`` alone is the whole
+        ledger (a copy of the file, ``datasette -i``, ``?immutable=1``). False when a reader kept it from
+        completing (it is retried at the next call); True on PostgreSQL, which has no such file."""
+        if not self.is_sqlite or self.sqlite_path is None:
+            return True
+        try:
+            with self._lock, self.engine.connect() as conn:
+                busy, _log, _done = conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                conn.rollback()
+            return not busy
+        except OperationalError:
+            return False
+
+    # --- daemons' heartbeats ------------------------------------------------------
+
+    def daemon_started(self) -> str:
+        """A row for this daemon process; returns its id for ``daemon_beat`` and ``daemon_stopped``."""
+        row = Daemon(id=f"{_me()}:{secrets.token_hex(3)}", host=socket.gethostname(), pid=os.getpid())
+        with self.write() as s:
+            s.add(row)
+        return row.id
+
+    def daemon_beat(self, daemon_id: str) -> None:
+        with self.write() as s:
+            row = s.get(Daemon, daemon_id)
+            if row is not None:
+                row.beat_at = utcnow()
+                s.add(row)
+
+    def daemon_stopped(self, daemon_id: str) -> None:
+        with self.write() as s:
+            row = s.get(Daemon, daemon_id)
+            if row is not None:
+                row.beat_at = row.stopped_at = utcnow()
+                s.add(row)
 
     # --- runs -------------------------------------------------------------
 

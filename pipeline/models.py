@@ -303,6 +303,23 @@ class TickEvent(SQLModel, table=True):
     at: datetime = Time(default_factory=utcnow)
 
 
+class Daemon(SQLModel, table=True):
+    """One ``pipeline daemon`` process: when it started, its last heartbeat, when it stopped cleanly.
+
+    ``pipeline status`` reads the newest row: a daemon is alive while its beats are fresh (a kill -9
+    leaves ``stopped_at`` NULL and the beats stop), and ticks before ``started_at`` are not overdue.
+    In the ledger, not a file, so a standby or another host sees the same answer.
+    """
+
+    __tablename__ = "daemons"
+    id: str = Field(primary_key=True)  # host:pid:random
+    host: str
+    pid: int
+    started_at: datetime = Time(default_factory=utcnow, index=True)
+    beat_at: datetime = Time(default_factory=utcnow)
+    stopped_at: datetime | None = Time(default=None)
+
+
 class GuardEvent(SQLModel, table=True):
     __tablename__ = "guard_events"
     id: int | None = Field(default=None, primary_key=True)

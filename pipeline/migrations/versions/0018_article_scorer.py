@@ -4,14 +4,14 @@ Scores from the token-probability scorer (issue 21) and the stylometric heuristi
 comparable: ``scorer`` (method version and model sha256) keeps them apart; NULL is the heuristic.
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-01
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
