@@ -4,7 +4,7 @@
 
 Per language and per source: AUC (human vs machine), TPR at 5 % FPR (machine passages flagged when
 at most 5 % of human ones are), and the pass rates of human and machine text at the shipped threshold;
-the same for the score before issue 21 (bench/heuristic_v0.py) on the same passages. Features come
+the same for the score before issue 21 (pipeline/stylometric.py, at the threshold 50 the shipped config used) on the same passages. Features come
 from bench/results/score_features.jsonl (bench/score_corpus.py), scored by the shipped calibration.
 """
 
@@ -17,8 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import heuristic_v0  # noqa: E402
-from pipeline import scoring  # noqa: E402
+from pipeline import scoring, stylometric  # noqa: E402
 from score_eval import auc, cached_features, corpus, digest, pass_rate, split_of, tpr_at_fpr  # noqa: E402
 
 
@@ -38,7 +37,7 @@ def main() -> None:
         test = [r for r in rows if split[r["id"]] == "test"]
         cal = cals.languages[lang]
         new = {r["id"]: 100 * cal.probability(cache[(r["id"], digest(r["text"]))]) for r in test}
-        old = {r["id"]: heuristic_v0.score(r["text"], lang).total for r in test}
+        old = {r["id"]: stylometric.total(r["text"], lang) for r in test}
         thr = cal.threshold
         human = [r for r in test if r["label"] == "human"]
         machine = [r for r in test if r["label"] == "machine"]

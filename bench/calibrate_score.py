@@ -62,6 +62,9 @@ def main() -> None:
         if missing:
             print(f"{lang}: {missing} calibration passages have no cached features; run bench/score_corpus.py",
                   file=sys.stderr)
+        if not any(r["label"] == "human" for r in cal) or not any(r["label"] == "machine" for r in cal):
+            print(f"{lang}: no calibration passages of both kinds scored yet", file=sys.stderr)
+            continue
         feats = np.array([[cache[(r["id"], digest(r["text"]))][f] for f in scoring.FEATURES] for r in cal])
         y = np.array([1.0 if r["label"] == "human" else 0.0 for r in cal])
         mean, scale = feats.mean(axis=0), feats.std(axis=0)
