@@ -24,9 +24,12 @@ repetition             0.15    1 − 5 × share of repeated word 3-grams
 
 from __future__ import annotations
 
+import contextlib
 import re
 import statistics
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 WEIGHTS = {"sentence_variation": 0.30, "lexical_diversity": 0.25, "stock_phrases": 0.30, "repetition": 0.15}
 
@@ -46,10 +49,23 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
 
 
 @dataclass(frozen=True)
+class ParagraphScore:
+    index: int                 # position among the article's body paragraphs (headings excluded)
+    score: float | None        # 0-100 human-likeness; None when too_short
+    too_short: bool
+    tokens: int
+
+
+@dataclass(frozen=True)
 class Score:
-    total: float
+    total: float | None        # 0-100; None when too_short
+    verdict: str               # "scored" | "too_short"
+    language: str              # "en" | "zh"
     components: dict[str, float]
-    language: str
+    paragraphs: tuple[ParagraphScore, ...] = ()
+    scorer: str = "heuristic/1"
+    threshold: float = 50.0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def _clamp(x: float) -> float:
@@ -109,7 +125,7 @@ def measure(text: str, language: str | None = None) -> Measurements:
     return Measurements(language, lengths, cv, mattr, list(dict.fromkeys(found)), len(found) * 1000 / chars, repeated, top)
 
 
-def score(text: str, language: str | None = None) -> Score:
+def _heuristic(text: str, language: str | None = None) -> tuple[float, dict[str, float], str]:
     m = measure(text, language)
     language, cv, mattr, stock, repeated = m.language, m.cv, m.mattr, m.stock_per_1000, m.repeated_share
     components = {
@@ -119,7 +135,96 @@ def score(text: str, language: str | None = None) -> Score:
         "repetition": round(_clamp(1 - 5 * repeated), 4),
     }
     total = round(100 * sum(WEIGHTS[k] * v for k, v in components.items()), 1)
-    return Score(total, components, language)
+    return total, components, language
+
+
+# --- the scorer API (issue 21) over the heuristic above --------------------------------------
+# An adapter: the token-probability scorer replaces it; nothing outside this module depends on the
+# heuristic's internals, only on score / score_paragraph / paragraphs_of / using.
+
+TOO_SHORT_ARTICLE = {"en": 20, "zh": 40}     # words / characters: below this a total means nothing
+TOO_SHORT_PARAGRAPH = {"en": 12, "zh": 25}
+
+
+def _size(text: str, language: str) -> int:
+    return len(_CJK.findall(text)) if language == "zh" else len(_WORD.findall(text))
+
+
+def paragraphs_of(markdown: str) -> list[str]:
+    """Body paragraphs in order: headings, code fences and blank lines split them."""
+    out: list[str] = []
+    fenced = False
+    chunk: list[str] = []
+    for line in markdown.splitlines() + [""]:
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            if chunk:
+                out.append("\n".join(chunk).strip())
+                chunk = []
+            continue
+        if fenced:
+            continue
+        if not line.strip() or line.lstrip().startswith("#"):
+            if chunk:
+                out.append("\n".join(chunk).strip())
+                chunk = []
+            continue
+        chunk.append(line)
+    return [p for p in out if p]
+
+
+class _Heuristic:
+    name = "heuristic/1"
+
+    def score_paragraph(self, text: str, language: str, index: int = 0) -> ParagraphScore:
+        n = _size(text, language)
+        if n < TOO_SHORT_PARAGRAPH.get(language, 12):
+            return ParagraphScore(index, None, True, n)
+        return ParagraphScore(index, _heuristic(text, language)[0], False, n)
+
+    def score(self, text: str, language: str | None = None) -> Score:
+        language = language or detect_language(text)
+        paragraphs = tuple(self.score_paragraph(p, language, i) for i, p in enumerate(paragraphs_of(text)))
+        total, components, language = _heuristic(text, language)
+        if _size(text, language) < TOO_SHORT_ARTICLE.get(language, 30):
+            return Score(None, "too_short", language, components, paragraphs, self.name)
+        return Score(total, "scored", language, components, paragraphs, self.name)
+
+
+class Scorer(Protocol):
+    def score(self, text: str, language: str | None = None) -> Score: ...
+
+    def score_paragraph(self, text: str, language: str) -> ParagraphScore: ...
+
+
+_active: Any = _Heuristic()
+
+
+def set_scorer(scorer: Any) -> None:
+    """Make ``scorer`` (``.score``/``.score_paragraph``) the process's scorer; ``None`` restores the default."""
+    global _active
+    _active = scorer if scorer is not None else _Heuristic()
+
+
+@contextlib.contextmanager
+def using(scorer: Any) -> Iterator[Any]:
+    """``with scoring.using(fake): ...``: the scorer for the block (tests inject one; no model is loaded)."""
+    previous = _active
+    set_scorer(scorer)
+    try:
+        yield scorer
+    finally:
+        set_scorer(previous)
+
+
+def score(text: str, language: str | None = None) -> Score:
+    """The whole article's score (see the module docstring)."""
+    return _active.score(text, language)
+
+
+def score_paragraph(text: str, language: str) -> ParagraphScore:
+    """One paragraph alone: its score depends only on its own text."""
+    return _active.score_paragraph(text, language)
 
 
 # Below this a component is worth naming to the model: it costs the most points.

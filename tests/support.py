@@ -54,6 +54,11 @@ url = "{ledger_url}"
 [topic]
 backlog = "{backlog or REPO / 'topics.txt'}"
 
+[draft]
+# The scripted article (tests/scenarios.py) is about 400 words: a short target keeps fixtures small.
+target_words = 240
+target_chars = 480
+
 [publish.local]
 dir = "site"
 base_url = "http://127.0.0.1:8765"
