@@ -117,7 +117,8 @@ def _weakest_line(title: str, paragraphs: list[dict], language: str) -> str:
 @capability(order=30, fact="score", lexicon=LEXICON, finished=_passed,
             shown=("article_id", "score", "threshold", "passed"))
 def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the draft returned by draft."]) -> dict:
-    """Rewrite the weakest paragraphs of a draft so it reads as written by a person, and score it (0-100). Returns the new article_id and the score."""
+    """Rewrite the weakest paragraphs of a draft so it reads as written by a person, and score it (0-100).
+    Returns the new article_id and the score."""
     from sqlmodel import select
 
     from pipeline.models import Article
@@ -140,7 +141,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     for i, b in enumerate(bs):
         if b.kind == "paragraph":
             scores[i] = scoring.score_paragraph(b.text, language).score
-    ranked = sorted((i for i, v in scores.items() if v is not None), key=lambda i: scores[i])  # type: ignore[arg-type, return-value]
+    ranked = sorted((i for i, v in scores.items() if v is not None), key=lambda i: scores[i] or 0.0)
     system = ctx.prompts.render(prompt_name("rewrite", language))
     lang = "zh" if language == "zh" else "en"
     records: list[dict[str, Any]] = []

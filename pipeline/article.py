@@ -227,11 +227,11 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
                 out.append(Problem("open list", f"line {b.line}", f"the list ends in an unfinished item '{_snippet(last, 40)}'"))
         elif b.kind == "paragraph" and not complete_sentence(b.text):
             out.append(Problem("fragment", _where(b, n, section_of[i]), f"the paragraph ends mid-sentence: '…{b.text.rstrip()[-40:]}'"))
-    last = bs[-1]
-    if last.kind != "paragraph":
-        out.append(Problem("closing", f"line {last.line}", f"the article must end with a closing paragraph, not a {last.kind}"))
-    elif not complete_sentence(last.text):
-        out.append(Problem("last sentence", f"line {last.line}", "the last sentence is not complete"))
+    end = bs[-1]
+    if end.kind != "paragraph":
+        out.append(Problem("closing", f"line {end.line}", f"the article must end with a closing paragraph, not a {end.kind}"))
+    elif not complete_sentence(end.text):
+        out.append(Problem("last sentence", f"line {end.line}", "the last sentence is not complete"))
     paras = [(b, n) for b, n in numbered if b.kind == "paragraph"]
     for i, (a, na) in enumerate(paras):
         for b, nb in paras[i + 1:]:

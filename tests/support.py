@@ -67,6 +67,14 @@ base_url = "http://127.0.0.1:8765"
     return path
 
 
+def rewrite_calls(ledger: Ledger, run_id: str) -> int:
+    """The paragraph rewrites humanize asked the model for in a run (one call per attempt)."""
+    import json
+
+    [execution] = [e for e in ledger.executions(run_id) if e.capability == "humanize"]
+    return sum(len(p["attempts"]) for p in json.loads(execution.result_json)["paragraphs"])
+
+
 class Harness:
     """Runs scenarios in-process, each test in its own directory.
 

@@ -152,7 +152,7 @@ def test_review_cli_lists_shows_and_rejects(harness):
     listed = cli(harness, "review", "list")
     assert listed.returncode == 0 and outcome.run_id in listed.stdout and "preview:" in listed.stdout
     shown = cli(harness, "review", "show", outcome.run_id)
-    assert shown.returncode == 0 and "pending" in shown.stdout and "Forty minutes" in shown.stdout
+    assert shown.returncode == 0 and "pending" in shown.stdout and "the fix is usually a line or two" in shown.stdout
     assert cli(harness, "review", "show", "nope").returncode == 2
     rejected = cli(harness, "review", "reject", outcome.run_id, "--reason", "not ready", "--by", "carol")
     assert rejected.returncode == 0 and "rejected by carol" in rejected.stdout

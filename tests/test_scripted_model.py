@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from scenarios import scripted
-from support import REPO
+from support import REPO, rewrite_calls
 
 from pipeline.llm import Reply
 from pipeline.testing import (
@@ -97,11 +97,6 @@ def test_the_honest_pipeline_calls_each_capability_with_the_previous_ids():
         model.complete(messages)  # a writing call: not the agent's turn
 
 
-def ledger_rewrites(ledger, run_id) -> int:
-    [execution] = [e for e in ledger.executions(run_id) if e.capability == "humanize"]
-    return sum(len(p["attempts"]) for p in json.loads(execution.result_json)["paragraphs"])
-
-
 def test_a_scripted_run_records_what_the_model_was_shown(harness):
     outcome, ledger = harness.run("honest")
     assert (outcome.status, outcome.exit_code) == ("done", 0)
@@ -109,7 +104,7 @@ def test_a_scripted_run_records_what_the_model_was_shown(harness):
     agent = [r for r in model.requests if r.kind == "agent"]
     # Writing calls: the outline, the opening, four sections, the closing, and one rewrite per weak paragraph.
     writing = [r for r in model.requests if r.kind == "writing"]
-    assert len(agent) == 7 and len(writing) == 7 + ledger_rewrites(ledger, outcome.run_id)
+    assert len(agent) == 7 and len(writing) == 7 + rewrite_calls(ledger, outcome.run_id)
     assert agent[0].tool_names == ["topic", "draft", "humanize", "publish", "register", "report"]
     assert [m["role"] for m in agent[0].messages] == ["system", "user"]
     assert agent[0].messages[0]["content"] == ledger.turns(outcome.run_id)[0].content
