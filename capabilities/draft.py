@@ -39,23 +39,25 @@ TAIL = 160             # characters of the previous part shown to the next one
 # a part's budget is 1.6× its target so that it ends by itself, and the continuation handles the rest.
 TOKENS_PER_UNIT = {"en": 1.4, "zh": 0.75}
 
+# No minLength/maxLength on the strings: llama.cpp turns them into bounded repetitions in the grammar, which
+# cost time at every sampled token; lengths are checked after parsing instead (parse_outline).
 OUTLINE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "title": {"type": "string", "minLength": 3, "maxLength": 90},
-        "thesis": {"type": "string", "minLength": 10, "maxLength": 220},
+        "title": {"type": "string"},
+        "thesis": {"type": "string"},
         "sections": {
             "type": "array", "minItems": 3, "maxItems": 6,
             "items": {
                 "type": "object",
-                "properties": {"heading": {"type": "string", "minLength": 2, "maxLength": 70},
-                               "point": {"type": "string", "minLength": 5, "maxLength": 200}},
+                "properties": {"heading": {"type": "string"}, "point": {"type": "string"}},
                 "required": ["heading", "point"], "additionalProperties": False,
             },
         },
     },
     "required": ["title", "thesis", "sections"], "additionalProperties": False,
 }
+MAX_TITLE, MAX_HEADING = 100, 80  # characters; a longer one is not a title or a heading
 
 
 LEXICON = Lexicon(
@@ -106,7 +108,10 @@ def parse_outline(text: str) -> dict:
             clean.append({"heading": _one_line(str(s["heading"])).lstrip("#").strip(), "point": _one_line(str(s["point"]))})
     if not 3 <= len(clean) <= 6:
         raise ValueError(f"{len(clean)} usable sections; the outline needs 3 to 6")
-    return {"title": _one_line(title).lstrip("#").strip(), "thesis": _one_line(thesis), "sections": clean}
+    title = _one_line(title).lstrip("#").strip()
+    if len(title) > MAX_TITLE or any(len(s["heading"]) > MAX_HEADING for s in clean):
+        raise ValueError(f"titles and headings are at most {MAX_TITLE} and {MAX_HEADING} characters")
+    return {"title": title, "thesis": _one_line(thesis), "sections": clean}
 
 
 def _one_line(s: str) -> str:
@@ -132,7 +137,7 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
            if constrained else None)
     why = ""
     for _ in range(OUTLINE_ATTEMPTS):
-        reply = ctx.llm.complete([{"role": "user", "content": prompt}], response_format=fmt, max_tokens=600)
+        reply = ctx.llm.complete([{"role": "user", "content": prompt}], response_format=fmt, max_tokens=400)
         try:
             plan = parse_outline(reply.text)
             break

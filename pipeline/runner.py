@@ -57,7 +57,7 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
 
         prepare(cfg.state_dir)  # runtime installed, weights assembled and checked: exit 2 here, not mid-run
     suffix = ".zh.md" if cfg.draft.language == "zh" else ".md"
-    for name in ("system.md", "task.md", f"nudges.{cfg.agent.language}.toml",
+    for name in ("system.md", "task.md", f"nudges.{cfg.agent.language}.toml", f"parts.{cfg.draft.language}.toml",
                  *(base + suffix for base in ("outline", "section", "rewrite"))):
         prompts._raw(name)
     return rules
