@@ -57,7 +57,7 @@ OUTLINE_SCHEMA: dict[str, Any] = {
     },
     "required": ["title", "thesis", "sections"], "additionalProperties": False,
 }
-MAX_TITLE, MAX_HEADING = 100, 80  # characters; a longer one is not a title or a heading
+MAX_HEADING = 80  # characters; a longer one is a sentence, not a heading (the title is the topic's when off)
 
 
 LEXICON = Lexicon(
@@ -109,8 +109,8 @@ def parse_outline(text: str) -> dict:
     if not 3 <= len(clean) <= 6:
         raise ValueError(f"{len(clean)} usable sections; the outline needs 3 to 6")
     title = _one_line(title).lstrip("#").strip()
-    if len(title) > MAX_TITLE or any(len(s["heading"]) > MAX_HEADING for s in clean):
-        raise ValueError(f"titles and headings are at most {MAX_TITLE} and {MAX_HEADING} characters")
+    if any(len(s["heading"]) > MAX_HEADING for s in clean):
+        raise ValueError(f"headings are at most {MAX_HEADING} characters")
     return {"title": title, "thesis": _one_line(thesis), "sections": clean}
 
 
