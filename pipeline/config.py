@@ -120,12 +120,27 @@ class TopicConfig(_Section):
 
 class DraftConfig(_Section):
     language: Literal["en", "zh"] = "en"
-    min_chars: int = Field(300, ge=1)
-    # What the prompt asks for; min/max are the bounds a draft is validated against.
-    target_chars: int = Field(1500, ge=1)
-    max_chars: int = Field(6000, ge=1)
+    # The length the prompts ask for: words for English, characters for Chinese. A draft shorter than
+    # min_ratio × target, or longer than max_ratio × target, fails the completeness check.
+    target_words: int = Field(800, ge=50)
+    target_chars: int = Field(1600, ge=100)
+    min_ratio: float = Field(0.875, gt=0, le=1)
+    max_ratio: float = Field(2.0, ge=1)
+    # Sections the outline asks for (the outline's schema allows 3-6).
+    sections: int = Field(4, ge=3, le=6)
+    # A part cut by max_tokens is continued from its last full sentence this often; still cut, it is rewritten.
+    continuations: int = Field(2, ge=0, le=5)
     audience: str = "working software engineers"
     style: str = "plain, concrete, first-hand"
+
+    def target(self) -> int:
+        return self.target_chars if self.language == "zh" else self.target_words
+
+    def min_length(self) -> int:
+        return int(self.target() * self.min_ratio)
+
+    def max_length(self) -> int:
+        return int(self.target() * self.max_ratio)
 
 
 class HumanizeConfig(_Section):
@@ -133,6 +148,9 @@ class HumanizeConfig(_Section):
     threshold: float | None = Field(None, ge=0, le=100)
     # A scoring GGUF elsewhere than [daemon] state_dir/models; it must be the one the score is calibrated on.
     scoring_model: str | None = None
+    # The weakest paragraphs (by their own score) rewritten per humanize call, one model call each;
+    # a paragraph's rewrite is tried up to 1 + max_rewrites times (rejected or not better: again, hotter).
+    paragraphs: int = Field(4, ge=1, le=20)
     max_rewrites: int = Field(1, ge=0, le=5)
     # Sampling of the first rewrite; each retry is hotter. Not [llm] temperature, which suits tool
     # decisions: at 0.3 the embedded model returned one draft verbatim in 6 tries of 6 (three prompts).

@@ -173,6 +173,26 @@ class Article(SQLModel, table=True):
     score_components_json: str | None = Field(default=None, sa_column=Column(Text))
     scorer: str | None = None  # which scorer measured `score` (pipeline.scoring: method, model sha256); NULL: the heuristic before it
     score_paragraphs_json: str | None = Field(default=None, sa_column=Column(Text))
+    # The plan it was written from (drafts), the completeness checks it passed, and (humanized) each
+    # rewritten paragraph's score before and after.
+    outline_id: int | None = None  # outlines.id (no FK constraint: SQLite would rebuild the table to add one)
+    checks_json: str | None = Field(default=None, sa_column=Column(Text))
+    paragraphs_json: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Time(default_factory=utcnow)
+
+
+class Outline(SQLModel, table=True):
+    """The draft step's plan: title, one-line thesis, 3-6 sections each with the point it makes."""
+
+    __tablename__ = "outlines"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    topic_id: int | None = Field(default=None, foreign_key="topics.id")
+    language: str
+    title: str
+    thesis: str = Field(sa_column=Column(Text, nullable=False))
+    sections_json: str = Field(sa_column=Column(Text, nullable=False))  # [{"heading": …, "point": …}, …]
+    constrained: bool = False  # produced under a JSON schema (response_format), not parsed from free text
     created_at: datetime = Time(default_factory=utcnow)
 
 

@@ -58,7 +58,9 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
         from .local.provider import prepare
 
         prepare(cfg.state_dir)  # runtime installed, weights assembled and checked: exit 2 here, not mid-run
-    for name in ("system.md", "task.md", "draft.md", "humanize.md", f"nudges.{cfg.agent.language}.toml"):
+    suffix = ".zh.md" if cfg.draft.language == "zh" else ".md"
+    for name in ("system.md", "task.md", f"nudges.{cfg.agent.language}.toml", f"parts.{cfg.draft.language}.toml",
+                 *(base + suffix for base in ("outline", "section", "rewrite"))):
         prompts._raw(name)
     return rules
 
