@@ -42,7 +42,7 @@ explicit label is text the reader sees, at the start of the article (Art. 4: 在
 适当位置添加文字提示): the configured line (``[publish.disclosure] zh``/``en``) as the content's first
 paragraph, and ``【AI生成】`` at the start of the 摘要 (digest) that chats and the article list show
 under the title. The implicit label is the AIGC metadata (Label 1, ContentProducer, ProduceID = the
-idempotency key, ReservedCode1 = the content hash, ContentPropagator ``wechat``) as the ``data-aigc``
+content hash, ContentPropagator ``wechat``) as the ``data-aigc``
 attribute of the ``<section>`` that holds the line. ``draft/add`` has no field for an AI-content
 declaration (its article fields: title, author, digest, content, content_source_url, thumb_media_id,
 need_open_comment, only_fans_can_comment, the cover crops): the 创作来源 / AI 生成 declaration that
