@@ -322,14 +322,12 @@ class _Progress(RunObserver):
         out.print(f"{_stamp()}[bold]run[/] {run_id}  model [cyan]{safe(model)}[/]", highlight=False)
 
     def tool_started(self, name: str) -> None:
-        import time
 
         self.started_at = time.perf_counter()
         self.status = err.status(f"{safe(name)} …")
         self.status.start()
 
     def tool_finished(self, name: str, ok: bool, payload: dict[str, Any]) -> None:
-        import time
 
         if self.status:
             self.status.stop()
