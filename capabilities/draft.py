@@ -122,7 +122,7 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
     """The stored outline of this run's topic, made if there is none."""
     from sqlmodel import select
 
-    from pipeline.llm import supports_json_schema
+    from pipeline.probe import supports_json_schema
     from pipeline.models import Outline
 
     with ctx.ledger.read() as s:
@@ -132,7 +132,7 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
     d = ctx.cfg.draft
     prompt = ctx.prompts.render(prompt_name("outline", d.language), audience=d.audience, niche=ctx.cfg.topic.niche,
                                 title=topic.title, angle=topic.angle or "your choice", sections=d.sections)
-    constrained = supports_json_schema(ctx.llm.cfg)
+    constrained = supports_json_schema(ctx.llm, ctx.ledger)
     fmt = ({"type": "json_schema", "json_schema": {"name": "article_outline", "schema": OUTLINE_SCHEMA, "strict": True}}
            if constrained else None)
     why = ""

@@ -322,13 +322,11 @@ class _Progress(RunObserver):
         out.print(f"{_stamp()}[bold]run[/] {run_id}  model [cyan]{safe(model)}[/]", highlight=False)
 
     def tool_started(self, name: str) -> None:
-
         self.started_at = time.perf_counter()
         self.status = err.status(f"{safe(name)} …")
         self.status.start()
 
     def tool_finished(self, name: str, ok: bool, payload: dict[str, Any]) -> None:
-
         if self.status:
             self.status.stop()
         took = f"{time.perf_counter() - self.started_at:6.1f}s"
@@ -631,11 +629,11 @@ def stats(config: ConfigOpt = None,
 
 
 @app.command("score")
-def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="[FILE]...",
+def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="FILE",
                                                              help="Text or Markdown files; '-' reads standard input.")] = None,
               article: Annotated[int | None, typer.Option("--article", metavar="ID",
                                                           help="Re-score a stored article (its id in the ledger).")] = None,
-              language: Annotated[str | None, typer.Option("--language", help="en or zh (default: detected per input).")] = None,
+              language: Annotated[str | None, typer.Option("--language", metavar="LANG", help="en or zh (default: detected per input).")] = None,
               config: ConfigOpt = None,
               as_json: JsonOpt = False) -> None:
     """The humanize score of each input: total, language, components, every paragraph's score, the scorer.
@@ -910,8 +908,10 @@ def _show_data(reader: LedgerReader, run: Any) -> dict[str, Any]:
 
     from .scoring import weakest_stored
 
-    articles = [{"id": a.id, "kind": a.kind, "title": a.title, "score": a.score, "scorer": a.scorer,
-                 "weakest": weakest_stored(a.body, a.score_paragraphs_json)} for a in reader.articles(run.id)]
+    # getattr: a ledger from before revision 0018 (read as it is) has no scorer columns
+    articles = [{"id": a.id, "kind": a.kind, "title": a.title, "score": a.score, "scorer": getattr(a, "scorer", None),
+                 "weakest": weakest_stored(a.body, getattr(a, "score_paragraphs_json", None))}
+                for a in reader.articles(run.id)]
     return {"run": plain(run), "turns": [plain(t) for t in turns], "executions": [plain(e) for e in executions],
             "articles": articles,
             "model_calls": [plain(c) for c in side], "guard_events": [plain(g) for g in guard], "totals": totals}

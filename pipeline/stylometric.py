@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from .scoring import _CJK, _STOCK, _WORD, ParagraphScore, Score, detect_language, paragraphs_of
+from .scores import _CJK, _STOCK, _WORD, ParagraphScore, Score, detect_language, paragraphs_of
 
 NAME = "stylometric/0 (baseline: not calibrated, not a measurement)"
 THRESHOLD = 60.0  # the pass mark [humanize] threshold defaulted to with this scorer

@@ -163,9 +163,12 @@ def test_status_does_not_call_a_queued_first_tick_overdue(harness, monkeypatch):
     """A channel whose first tick waits in the queue is not overdue; one past overdue_after_s with no run is."""
     from pipeline.status import channel_status
 
-    cfg = harness.config("honest", '\n[[channels]]\nname = "minutely"\ncron = "* * * * *"\n')
-    ledger = Ledger(cfg.ledger_url)
     now = datetime.now(timezone.utc)
+    # A cron deployment declared a day ago: ticks since then count (issue 25's rule), queued or not.
+    cfg = harness.config("honest", '\n[[channels]]\nname = "minutely"\ncron = "* * * * *"\n',
+                         PIPELINE_DAEMON__SCHEDULER="cron",
+                         PIPELINE_DAEMON__CRON_SINCE=f"\"{(now - timedelta(days=1)).isoformat()}\"")
+    ledger = Ledger(cfg.ledger_url)
     ledger.queue_tick("minutely", now.replace(second=0, microsecond=0))
     (row,) = [r for r in channel_status(cfg, now=now, ledger=ledger) if r.channel == "minutely"]
     assert not row.overdue
