@@ -695,7 +695,7 @@ def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="FILE",
 
 @app.command()
 def doctor(config: ConfigOpt = None,
-           channel: Annotated[str | None, typer.Option(help="Channel whose [llm] to check.")] = None,
+           channel: Annotated[str | None, typer.Option(metavar="NAME", help="Channel whose [llm] to check.")] = None,
            as_json: JsonOpt = False) -> None:
     """What the configured model supports (JSON schemas, native tools, usage), where each answer comes from
     (config, litellm's model map, a probe: two tiny requests, stored in the ledger), and how the guard will
