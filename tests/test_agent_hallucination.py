@@ -195,8 +195,9 @@ def test_provider_5xx_then_success(http_harness):
     before = http_harness.fake.count("flaky")
     outcome, ledger = http_harness.run("flaky")
     assert outcome.exit_code == 0
-    # 2 failures retried, then 7 agent turns + the draft's outline and six parts + the paragraph rewrites.
-    assert http_harness.fake.count("flaky") - before == 2 + 7 + 7 + rewrite_calls(ledger, outcome.run_id)
+    # 2 failures retried, then 7 agent turns + the draft's capability probe (2 tiny requests: the fake
+    # model is unknown to litellm's map) + its outline and six parts + the paragraph rewrites.
+    assert http_harness.fake.count("flaky") - before == 2 + 7 + 2 + 7 + rewrite_calls(ledger, outcome.run_id)
 
 
 def test_provider_down_is_exit_5_after_bounded_retries(http_harness):
