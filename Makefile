@@ -17,7 +17,9 @@ STAMP  := $(VENV)/.installed
 WP_PACKAGES := wordpress wordpress-theme-twentytwentythree php-cli php-mysql php-curl php-xml php-mbstring mariadb-client
 # Headless Chromium (and CJK fonts) for the local site's browser test and bench/site_screenshots.py.
 SITE_PACKAGES := chromium fonts-noto-cjk
-TEST_PACKAGES := $(WP_PACKAGES) $(SITE_PACKAGES)
+# Debian's cron for the cron deployment's health test (tests/test_operations_real.py; as root it writes /etc/cron.d).
+OPS_PACKAGES := cron
+TEST_PACKAGES := $(WP_PACKAGES) $(SITE_PACKAGES) $(OPS_PACKAGES)
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)

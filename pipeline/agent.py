@@ -15,6 +15,15 @@ incomplete, reason ``stuck`` (AgentStuckError) — seconds, not ``max_turns``.
 A humanize that ran but scored below the threshold (``passed: false``) counts
 as a failure here: repeating it unchanged is the loop the real model fell into.
 
+A run also ends on business state in turns: once ``done_when`` holds and the
+report is recorded, the model gets one closing turn (``tool_choice = "none"``:
+no tool is offered to call, none is run) whose claims the guard diffs, and the
+run ends. A model that answers it with tool calls (or calls written as text)
+gets no further turn; only a false claim in it is still nudged (bounded as
+above). ``runs.turns_after_done`` records how many turns that took (≤ 1 unless
+the closing message lied): the real model otherwise re-ran ``topic`` until
+``max_turns``.
+
 "The model stopped calling tools" is never, by itself, "the task is done".
 With the guard switched off the loop stops at the first turn without tool
 calls (the naive loop, kept for debugging), but the outcome is still decided
@@ -61,6 +70,7 @@ class AgentLoop:
         self.cfg = cfg
         self.observer = observer or RunObserver()
         self.channel = channel
+        self._served_model: str | None = None  # what the provider said it served, for the probe's cache
 
     def _say(self, role: str, content: str) -> dict[str, Any]:
         self.ctx.ledger.add_turn(self.ctx.run_id, role, content)
@@ -75,6 +85,8 @@ class AgentLoop:
         nudges = 0  # consecutive nudges; reset when the model makes real progress
         failures: dict[tuple[str, str], int] = {}  # (tool, error) -> times in a row since the last progress
         escalated = self.cfg.constrained_tools == "always"
+        closing = False  # done_when holds and the report is recorded: only a closing message is asked for
+        after_done = 0
         for _ in range(self.cfg.max_turns):
             if shutdown.requested():  # between steps: whatever ran last is committed
                 raise RunInterrupted("stop requested; stopped between two steps")
@@ -82,7 +94,9 @@ class AgentLoop:
                 raise RunInterrupted(f"{why}; stopped between two steps")
             deadline.check()  # the run's deadline may have passed between two calls
             with deadline.limit(self.cfg.step_deadline_s, "step: model turn"):
-                reply = self._constrained_turn(messages) if escalated else ctx.llm.complete(messages, tools=self.toolbox.schemas())
+                choice = "none" if closing else "auto"
+                reply = (self._constrained_turn(messages, choice) if escalated
+                         else ctx.llm.complete(messages, tools=self.toolbox.schemas(), tool_choice=choice))
             turn = ledger.add_turn(
                 run_id, "assistant", reply.text,
                 tool_calls_json=json.dumps(reply.as_message().get("tool_calls"), ensure_ascii=False) if reply.tool_calls else None,
@@ -90,8 +104,15 @@ class AgentLoop:
                 prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, latency_ms=reply.latency_ms,
             )
             self.observer.turn(reply.text, [c.name for c in reply.tool_calls], reply.latency_ms)
+            self._served_model = reply.served_model or self._served_model
+            if closing:
+                after_done += 1
+                ledger.record_turns_after_done(run_id, after_done)
+                if reply.tool_calls:  # asked not to: never run, and no further turn for them
+                    log.warning("agent: %s called %s after the work was done; not run, the run ends", ctx.llm.cfg.model,
+                                ", ".join(c.name for c in reply.tool_calls))
 
-            if reply.tool_calls:
+            if reply.tool_calls and not closing:
                 messages.append(reply.as_message())
                 progressed = False
                 repeated: tuple[str, str, int] | None = None
@@ -116,14 +137,17 @@ class AgentLoop:
                     nudges = 0
                 if repeated:
                     self._repeated_failure(turn, messages, *repeated)
+                closing = progressed and self._work_done()
+                if closing:
+                    ledger.record_turns_after_done(run_id, 0)
                 continue
 
             review = self.guard.review(run_id, reply.text)
             ledger.record_claims(run_id, turn, [c.as_dict() for c in review.claims])
             if not self.cfg.hallucination_guard:
                 return self._naive_end(review, turn)
-            if review.kind is None:
-                return review
+            if review.kind is None or (closing and not review.hallucinations):
+                return review  # after the work is done, calls (native or as text) are not run: the run ends
             if nudges < self.cfg.hallucination_max_nudges:
                 nudges += 1
                 message = self.guard.nudge(review)
@@ -162,21 +186,29 @@ class AgentLoop:
         messages.append({"role": "user", "content": message})
         ledger.add_turn(run_id, "nudge", message)
 
+    def _work_done(self) -> bool:
+        """done_when holds and the report (when the pipeline has one) is recorded: nothing is left to call."""
+        needed = set(self.guard.done_when) | ({"report"} & set(registry.names()))
+        return needed <= set(self.guard.facts(self.ctx.run_id))
+
     def _can_escalate(self) -> bool:
         """Nudges alone may not bring real calls: constrain the next turns, if the provider can."""
-        from .llm import is_local, supports_json_schema
+        from .llm import is_local
+        from .probe import supports_json_schema
 
         llm_cfg = self.ctx.llm.cfg
         if self.cfg.constrained_tools == "off" or is_local(llm_cfg.model):  # the local provider constrains itself
             return False
-        if not supports_json_schema(llm_cfg):
+        # Config, litellm's model map, or (neither knowing) a probe of this model and api_base, kept in the ledger.
+        if not supports_json_schema(self.ctx.llm, self.ctx.ledger, self._served_model):
             log.warning("guard: %s does not support json_schema output; not escalating", llm_cfg.model)
             return False
         self.observer.escalated()
         return True
 
-    def _constrained_turn(self, messages: list[dict[str, Any]]) -> Reply:
-        """One turn asked as a JSON-schema constrained decision; the answer comes back as tool calls."""
+    def _constrained_turn(self, messages: list[dict[str, Any]], tool_choice: str = "auto") -> Reply:
+        """One turn asked as a JSON-schema constrained decision; the answer comes back as tool calls.
+        ``tool_choice = "none"``: the schema admits only the final answer."""
         from .constrained import (
             constrained_response_format,
             decision_messages,
@@ -185,7 +217,7 @@ class AgentLoop:
 
         tools = self.toolbox.schemas()
         reply = self.ctx.llm.complete(decision_messages(messages, tools),
-                                      response_format=constrained_response_format(tools, wrap=True))
+                                      response_format=constrained_response_format(tools, tool_choice, wrap=True))
         content, calls = parse_constrained(reply.text)
         return replace(reply, text=content, tool_calls=[ToolCall.from_openai(c) for c in calls])
 

@@ -11,9 +11,13 @@ one channel. Celery's own mechanisms carry the delivery guarantees:
   above the longest run); RabbitMQ redelivers when the worker's connection closes;
 * retries with exponential backoff, only when the ledger could not be reached.
 
-At-least-once delivery becomes exactly one run per tick in the ledger: the run claims its
+At-least-once delivery becomes exactly one outcome per tick in the ledger: the run claims its
 tick under UNIQUE(channel, scheduled_for) (``Ledger.start_run``), while holding the
-channel's advisory lock, so a duplicate finds the tick done or the channel busy.
+channel's advisory lock, so a duplicate finds the tick done (a recorded no-op) or the channel
+busy (recorded, retried every lease/3 s). A delivery after a dead attempt settles it first
+(``pipeline.ticks``): an attempt that published ends the tick, it is not run again. A whole
+worker that dies leaves its message unacknowledged (Redis: until ``visibility_timeout``);
+its claim's lease lapses within ``lease_s`` and the daemon queues the tick again.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from .config import Config
 
 log = logging.getLogger(__name__)
+tick_log = logging.getLogger("pipeline.ticks")
 
 TASK = "pipeline.run_tick"
 CONFIG_ENV = "PIPELINE_WORKER_CONFIG"
@@ -53,15 +58,43 @@ def make_app(cfg):
     )
     max_retries = cfg.engine.max_retries
 
+    busy_every = max(1.0, cfg.engine.lease_s / 3)
+    busy_retries = max(1, int(cfg.agent.run_deadline_s // busy_every) + 1)
+    from celery.signals import worker_process_shutdown
+
+    from . import resident
+
+    # A worker process stopping cleanly leaves a SQLite ledger's file complete (no WAL left to fold back).
+    worker_process_shutdown.connect(lambda **_: resident.checkpoint_all(), weak=False)
+
     @app.task(name=TASK, bind=True, max_retries=max_retries)
     def run_tick(self: Any, channel: str, scheduled_for: str) -> dict:
+        tick_log.info("tick %s@%s received (delivery %d%s)", channel, scheduled_for, self.request.retries + 1,
+                      ", redelivered" if (self.request.delivery_info or {}).get("redelivered") else "")
         try:
             return execute_tick(channel, datetime.fromisoformat(scheduled_for))
+        except ChannelBusy as exc:
+            # Recorded (tick_events "busy") and retried: the run holding the channel may be this very tick
+            # (then the retry finds it done) or an earlier one (then this tick runs after it). Past the
+            # longest run, the daemon's re-queue of unclaimed ticks takes over.
+            if self.request.retries >= busy_retries:
+                log.warning("channel %s tick %s: still busy after %d retries; left to the daemon's re-queue",
+                            channel, scheduled_for, self.request.retries)
+                return exc.result
+            raise self.retry(countdown=busy_every, max_retries=busy_retries) from None
         except LedgerError as exc:  # the ledger's server went away: nothing half-written; try again
             log.warning("channel %s tick %s: %s; retry %d/%d", channel, scheduled_for, exc, self.request.retries + 1, max_retries)
             raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from None
 
     return app
+
+
+class ChannelBusy(Exception):
+    """This delivery found its channel's lock held; ``result`` is what the task returns if it stops retrying."""
+
+    def __init__(self, result: dict) -> None:
+        super().__init__(result["skipped"])
+        self.result = result
 
 
 def send_tick(app: Any, cfg: Config, channel: str, scheduled_for: datetime) -> None:
@@ -76,17 +109,24 @@ def execute_tick(channel: str, tick: datetime) -> dict:
     from .runner import run_once
 
     cfg = config_mod.load(os.environ[CONFIG_ENV]).for_channel(channel)
+    ledger = resident.ledger_for(cfg)
     try:
-        outcome = run_once(cfg, llm=resident.model_for(cfg), ledger=resident.ledger_for(cfg), tick=tick)
-    except (ChannelLocked, TickAlreadyRun) as exc:
-        log.warning("channel %s: %s", channel, exc)
+        outcome = run_once(cfg, llm=resident.model_for(cfg), ledger=ledger, tick=tick)
+    except TickAlreadyRun as exc:
+        tick_log.info("tick %s@%s %s", channel, tick.isoformat(), exc)
         return {"channel": channel, "tick": tick.isoformat(), "skipped": str(exc), "exit_code": int(exc.exit_code)}
+    except ChannelLocked as exc:
+        ledger.tick_event(channel, tick, "busy", f"{exc}; retried")
+        raise ChannelBusy({"channel": channel, "tick": tick.isoformat(), "skipped": str(exc),
+                           "exit_code": int(exc.exit_code)}) from None
     except LedgerError:
         raise
     except PipelineError as exc:
         log.error("channel %s: %s", channel, exc)
         return {"channel": channel, "tick": tick.isoformat(), "error": str(exc), "exit_code": int(exc.exit_code)}
-    log.warning("channel %s: run %s %s (exit %d)", channel, outcome.run_id, outcome.status, outcome.exit_code)
+    tick_log.info("tick %s@%s finished: run %s %s (exit %d)", channel, tick.isoformat(), outcome.run_id, outcome.status,
+                  outcome.exit_code)
+    resident.checkpoint_all()  # periodically: after each run, so the WAL never grows across a worker's life
     return {"channel": channel, "tick": tick.isoformat(), "run_id": outcome.run_id, "status": outcome.status,
             "exit_code": outcome.exit_code}
 

@@ -13,12 +13,14 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperArgument, TyperGroup
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,17 +53,43 @@ class _LazyModule:
 
 config_mod: Any = _LazyModule()
 
+class _Group(TyperGroup):
+    """Command lists print each command's first sentence whole: click's default cuts it at ~45 columns ("...")."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _usage_name(self: Any) -> str:
+    """Usage lines as man pages and gh write them: ``RUN_ID`` required, ``[RUN_ID]`` optional (Typer: ``{RUN_ID}``)."""
+    name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+    return name + ("..." if self.nargs != 1 and not name.endswith("...") else "")
+
+
+TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
+# An argument's name says what it is (RUN_ID, PATH): no "<str>" after it in the Arguments list.
+TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+
+
 # Plain help (no Rich markup): TOML names such as [[channels]] and [publish.local] print as written.
 _SETTINGS = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None, context_settings=_SETTINGS,
+app = typer.Typer(cls=_Group, no_args_is_help=True, add_completion=False, rich_markup_mode=None, context_settings=_SETTINGS,
                   help="A content pipeline whose agent cannot report work that did not happen.")
-ledger_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=_SETTINGS,
+ledger_app = typer.Typer(cls=_Group, no_args_is_help=True, rich_markup_mode=None, context_settings=_SETTINGS,
                          help="Read the ledger: what the system really did.")
-claims_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, context_settings=_SETTINGS,
+claims_app = typer.Typer(cls=_Group, no_args_is_help=True, rich_markup_mode=None, context_settings=_SETTINGS,
                          help="Test claim rules against text.")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(claims_app, name="claims")
-review_app = typer.Typer(no_args_is_help=True, help="An editor's decisions: list, show, approve or reject held articles.")
+review_app = typer.Typer(cls=_Group, no_args_is_help=True, rich_markup_mode=None, context_settings=_SETTINGS,
+                         help="An editor's decisions: list, show, approve or reject held articles.")
 app.add_typer(review_app, name="review")
 
 
@@ -84,8 +112,11 @@ class _LazyConsole:
 out: Any = _LazyConsole(soft_wrap=True)
 err: Any = _LazyConsole(stderr=True, soft_wrap=True)
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file (default: $PIPELINE_CONFIG, else ./config.toml).")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", metavar="PATH",
+                                                help="Config file (default: $PIPELINE_CONFIG, else ./config.toml).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log more: every INFO line, libraries' too "
+                                                                  "(default: warnings; the daemon: its own INFO).")]
 
 
 def _version(value: bool) -> None:
@@ -98,8 +129,62 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
-    """A content pipeline whose agent cannot report work that did not happen."""
+                                                help="Print the version and exit.")] = False,
+          config: Annotated[Path | None, typer.Option("--config", "-c", metavar="PATH",
+                                                      help="Config file for the command that follows, as its own "
+                                                           "--config (default: $PIPELINE_CONFIG, else ./config.toml).")] = None) -> None:
+    """A content pipeline whose agent cannot report work that did not happen.
+
+    Run `pipeline help COMMAND` (or `pipeline COMMAND --help`) for a command's options.
+    """
+    if config is not None:
+        # `pipeline --config X status` = `pipeline status --config X`: the same lookup as $PIPELINE_CONFIG,
+        # which a command's own --config still overrides. Child processes (the daemon's workers) inherit it.
+        os.environ["PIPELINE_CONFIG"] = str(config)
+
+
+@app.command("help")
+def help_(ctx: typer.Context,
+          command: Annotated[list[str] | None, typer.Argument(metavar="COMMAND",
+                                                              help="A command, or a group and its command (ledger show).")] = None) -> None:
+    """Help for the program, or for one command."""
+    group: Any = ctx.parent.command if ctx.parent is not None else ctx.command
+    parent: Any = ctx.parent or ctx
+    names: list[str] = []
+    for word in command or []:
+        sub = group.get_command(parent, word) if hasattr(group, "get_command") else None
+        if sub is None:
+            err.print(f"error: no command {' '.join([*names, word])!r}; `pipeline help` lists them", markup=False)
+            raise typer.Exit(2)
+        names.append(word)
+        parent = sub.context_class(sub, info_name=word, parent=parent)
+        group = sub
+    sys.stdout.write(group.get_help(parent) + "\n")
+
+
+@app.command()
+def init(path: Annotated[Path, typer.Argument(metavar="PATH", help="Where to write the config.")] = Path("config.toml")) -> None:
+    """Write the starter config (the shipped config.toml, every key documented) and its topic backlog.
+
+    Never overwrites: an existing config is an error (exit 2). The backlog (topics.txt beside the
+    config) is written only when absent.
+    """
+    from importlib.resources import files
+
+    starter = files("pipeline") / "starter"
+    if path.exists():
+        err.print(f"error: {path} exists: not overwritten", markup=False)
+        raise typer.Exit(2)
+    if not path.parent.is_dir():
+        err.print(f"error: {path.parent} is not a directory", markup=False)
+        raise typer.Exit(2)
+    path.write_text((starter / "config.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    backlog = path.parent / "topics.txt"
+    wrote = [str(path)]
+    if not backlog.exists():
+        backlog.write_text((starter / "topics.txt").read_text(encoding="utf-8"), encoding="utf-8")
+        wrote.append(str(backlog))
+    out.print(f"wrote {' and '.join(wrote)}; next: pipeline run --config {path}", markup=False, highlight=False)
 
 
 @contextmanager
@@ -112,13 +197,24 @@ def _clean_errors(code_on_error: int | None = None) -> Iterator[None]:
         raise typer.Exit(code_on_error if code_on_error is not None else int(exc.exit_code)) from None
 
 
-def _setup_logging(verbose: bool) -> None:
-    from rich.logging import RichHandler
-
+def _setup_logging(verbose: bool, *, daemon: bool = False) -> None:
+    """Log lines on stderr. On a terminal, Rich; otherwise (cron mail, a log file, journald) one plain line each
+    with its time and level, so a log read later says when. The daemon reports its start and each run's
+    outcome at INFO without -v; -v adds every library's INFO."""
     from .redact import install_log_filter
 
-    handler = RichHandler(console=err, show_path=False, show_time=False, markup=False)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(message)s", handlers=[handler])
+    handler: logging.Handler
+    if err.is_terminal:
+        from rich.logging import RichHandler
+
+        handler = RichHandler(console=err, show_path=False, show_time=daemon, markup=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S%z"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+    if daemon:
+        logging.getLogger("pipeline").setLevel(logging.INFO)
     install_log_filter([handler])  # log lines carry error bodies and feed titles: no secrets, no control sequences
     for noisy in ("LiteLLM", "litellm", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
@@ -135,10 +231,7 @@ def _read_only_startup() -> None:
 def _project_config(cfg_path: Path | None) -> config_mod.Config:
     """The config a read command looks at; outside a project that is an error, not a set of defaults."""
     _read_only_startup()
-    path = config_mod.resolve_path(cfg_path)
-    if not path.exists():
-        raise ConfigError(f"no config file at {path}: run this in the project directory, pass --config, or set PIPELINE_CONFIG")
-    return config_mod.load(cfg_path)
+    return config_mod.require(cfg_path)
 
 
 def _ledger(cfg_path: Path | None) -> tuple[Config, Ledger]:
@@ -188,6 +281,36 @@ def _print_table(columns: list[str], rows: list[list[str]]) -> None:
 
 # --- run ----------------------------------------------------------------------------
 
+def _stamp() -> str:
+    """The time, as a prefix, when stdout is not a terminal (cron mail, a log file): a log read later says when."""
+    if sys.stdout.isatty():
+        return ""
+    from datetime import datetime, timezone
+
+    return f"{datetime.now(timezone.utc):%Y-%m-%dT%H:%M:%S%z} "
+
+
+@contextmanager
+def _one_block() -> Iterator[None]:
+    """Off a terminal, a run's output is written in one append at its end: an overlapping cron run's
+    "skipped" line, appended to the same log, lands before or after it, never inside it."""
+    if sys.stdout.isatty():
+        yield
+        return
+    import io
+
+    buffer = io.StringIO()
+    out._kwargs["file"] = buffer
+    out._console = None
+    try:
+        yield
+    finally:
+        data = buffer.getvalue().encode()
+        while data:  # one write() for a block of any usual size; O_APPEND keeps it whole
+            data = data[os.write(sys.stdout.fileno(), data):]
+
+
+
 class _Progress(RunObserver):
     """Prints each step as it happens. Tool names, titles and model text are untrusted: shown inertly."""
 
@@ -196,18 +319,14 @@ class _Progress(RunObserver):
         self.started_at = 0.0
 
     def started(self, run_id: str, model: str, channel: str) -> None:
-        out.print(f"[bold]run[/] {run_id}  model [cyan]{safe(model)}[/]", highlight=False)
+        out.print(f"{_stamp()}[bold]run[/] {run_id}  model [cyan]{safe(model)}[/]", highlight=False)
 
     def tool_started(self, name: str) -> None:
-        import time
-
         self.started_at = time.perf_counter()
         self.status = err.status(f"{safe(name)} …")
         self.status.start()
 
     def tool_finished(self, name: str, ok: bool, payload: dict[str, Any]) -> None:
-        import time
-
         if self.status:
             self.status.stop()
         took = f"{time.perf_counter() - self.started_at:6.1f}s"
@@ -248,8 +367,8 @@ def _print_summary(ledger: LedgerReader, outcome: RunOutcome) -> None:
 
 @app.command()
 def run(config: ConfigOpt = None,
-        channel: Annotated[str | None, typer.Option(help="Channel to run (needed when [[channels]] declares several).")] = None,
-        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+        channel: Annotated[str | None, typer.Option(metavar="NAME", help="Channel to run (needed when [[channels]] declares several).")] = None,
+        verbose: VerboseOpt = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Everything but the platform call: the would-be post goes "
                                               "to the preview directory (publish.preview_dir).")] = False) -> None:
     """Run the pipeline once now (for cron).
@@ -270,12 +389,12 @@ def run(config: ConfigOpt = None,
     _setup_logging(verbose)
     shutdown.install(on_force=force)
     with _clean_errors():
-        cfg = config_mod.load(config).for_channel(channel)
+        cfg = config_mod.require(config).for_channel(channel)
         redact.from_config(cfg)
         validate.upfront(cfg)  # milliseconds, before the lock, the ledger or litellm: exit 2 and one line
         try:
             # The lock is taken before the heavy imports: an overlapping cron run gives up in well under a second.
-            with channel_lock(cfg, cfg.channel.name):
+            with channel_lock(cfg, cfg.channel.name), _one_block():
                 from .reader import LedgerReader
                 from .runner import run_once
 
@@ -288,20 +407,25 @@ def run(config: ConfigOpt = None,
                 global _fast_exit
                 _fast_exit = True
         except ChannelLocked as exc:
-            sys.stderr.write(f"{exc}\n")
+            sys.stderr.write(f"{_stamp()}{exc}\n")
             raise typer.Exit(int(exc.exit_code)) from None
     raise typer.Exit(outcome.exit_code)
 
 
 @app.command()
-def daemon(config: ConfigOpt = None, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+def daemon(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
     """Run every channel on its cron schedule until SIGTERM/SIGINT (then exit 0)."""
     from . import daemon as daemon_mod
     from .errors import ChannelLocked
 
-    _setup_logging(verbose)
+    _setup_logging(verbose, daemon=True)
     path = str(config_mod.resolve_path(config))
     with _clean_errors():
+        cfg = config_mod.require(config)
+        from . import validate
+
+        for name in cfg.channel_names():  # every channel's backlog, model, directories: now, not at its first tick
+            validate.upfront(cfg.for_channel(name))
         try:
             code = daemon_mod.serve(path)
         except ChannelLocked as exc:
@@ -316,40 +440,47 @@ def daemon(config: ConfigOpt = None, verbose: Annotated[bool, typer.Option("--ve
 
 @app.command()
 def worker(config: ConfigOpt = None,
-           concurrency: Annotated[int, typer.Option("--concurrency", min=0, help="Worker processes (default: [engine] concurrency).")] = -1,
-           verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+           concurrency: Annotated[int | None, typer.Option("--concurrency", metavar="N", show_default=False,
+                                                           help="Worker processes; 0 = one per core "
+                                                                "(default: [engine] concurrency).")] = None,
+           verbose: VerboseOpt = False) -> None:
     """A Celery worker that runs the ticks `pipeline daemon` queues ([engine] kind = "celery")."""
     from .celery_engine import worker_main
 
-    _setup_logging(verbose)
+    _setup_logging(verbose, daemon=True)
     with _clean_errors():
-        cfg = config_mod.load(config)
+        cfg = config_mod.require(config)
         if cfg.engine.kind != "celery":
             raise config_mod.ConfigError('[engine] kind is "local": runs happen in `pipeline run`/`pipeline daemon`; '
                                          'set kind = "celery" to use workers')
         path = str(config_mod.resolve_path(config).resolve())
-        worker_main(path, cfg.engine.concurrency if concurrency < 0 else concurrency, "INFO" if verbose else "WARNING")
+        if concurrency is not None and concurrency < 0:
+            raise ConfigError(f"--concurrency {concurrency}: 0 (one per core) or more")
+        worker_main(path, cfg.engine.concurrency if concurrency is None else concurrency, "INFO" if verbose else "WARNING")
 
 
 @app.command()
 def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
-    """Per channel: next run, last outcome and age, publications today; whether the daemon is running.
+    """Per channel: next run, last outcome and age, publications today, health and why; the scheduler's state.
 
-    Exit 1 if a channel failed or is overdue.
+    Exit 0 healthy, 1 a channel failed or is overdue, 2 config or ledger unreadable, 3 the declared
+    scheduler is down ([daemon] scheduler = "daemon" and no live daemon). See README, Health.
     """
-    from .status import channel_status, daemon_state
+    from .status import HEALTH_EXIT, SchedulerState, channel_status, daemon_state
 
     with _clean_errors():
         cfg = _project_config(config)
-        rows = channel_status(cfg)
+        sched: list[SchedulerState] = []
+        rows = channel_status(cfg, scheduler=sched)
         engine = None
         if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres"):
             from .topology import engine_status
 
             engine = engine_status(cfg)
-        alive = daemon_state(cfg)
+        # With a PostgreSQL ledger the daemon that matters may run on any host: the scheduler's lead says.
+        alive = engine.daemon() if engine is not None and engine.postgres else daemon_state(cfg)
     if as_json:
-        channels = [{**r.as_dict(), "daemon": alive.as_dict()} for r in rows]
+        channels = [{**r.as_dict(), "daemon": alive.as_dict(), "scheduler": sched[0].as_dict()} for r in rows]
         data = {"channels": channels, "engine": engine.as_dict()} if engine is not None else channels
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     else:
@@ -358,22 +489,30 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
         if engine is not None:
             parts = [f"engine {engine.engine}"]
             if engine.postgres:
-                parts.append(f"scheduler lead: {engine.scheduler_leader or 'none (no daemon running)'}")
+                parts.append("scheduler lead: " + ("held" if engine.scheduler_leader else "none (no daemon running)"))
             if engine.workers is not None and engine.queue_depth is not None:
                 parts.append(f"workers seen: {len(engine.workers)}, queued ticks: {engine.queue_depth}")
             if engine.broker_error is not None:
                 parts.append(f"broker unreachable: {engine.broker_error}")
             out.print(" · ".join(parts), highlight=False, markup=False)
-        state = (f"[green]running[/] (pid {alive.pid})" if alive.running
-                 else f"not running on this host (no lock held on {for_rich(alive.lock)})")
+        if engine is not None and engine.postgres:
+            state = (f"[green]running[/]: {for_rich(engine.scheduler_leader or '')}" if alive.running
+                     else "not running on any host (nobody holds the scheduler's lead)")
+        else:
+            state = (f"[green]running[/] (pid {alive.pid})" if alive.running
+                     else f"not running on this host (no lock held on {for_rich(alive.lock)})")
         out.print(f"[bold]daemon[/] {state}", highlight=False)
+        colour = "red" if sched[0].down else "green" if sched[0].alive else "default"
+        out.print(f"[bold]scheduler[/] [{colour}]{sched[0].kind}[/]: {for_rich(sched[0].reason)}", highlight=False)
         table = []
         for r in rows:
             age = "—" if r.last_age_s is None else f"{r.last_age_s // 60} min"
-            health = "overdue" if r.overdue else "failed" if r.failed else "ok"
             table.append([r.channel, f"{r.cron} {r.timezone}", r.next_run or "—", r.last_run or "—",
-                          r.last_status or "—", age, str(r.publications_today), health])
+                          r.last_status or "—", age, str(r.publications_today), r.health])
         _print_table(["channel", "schedule", "next run", "last run", "status", "age", "published today", "health"], table)
+        for r in rows:
+            if r.health not in ("ok", "scheduler_down"):  # the scheduler's reason is printed once, above
+                out.print(f"{r.channel}: {r.health}: {r.reason}", markup=False, highlight=False)
         # One line each, URLs whole: what reconciliation completed today, and what still waits for it.
         for r in rows:
             for rec in r.reconciled_today:
@@ -389,12 +528,13 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
                 out.print(f"{r.channel}: publication {pub.publication_id} of {pub.run_status} run {pub.run_id} "
                           f"is verified but not registered yet (the next run registers it): {pub.url}",
                           markup=False, highlight=False)
-    raise typer.Exit(1 if any(r.overdue or r.failed for r in rows) else 0)
+    raise typer.Exit(max([HEALTH_EXIT[r.health] for r in rows] or [0]))
 
 
 @app.command()
 def report(config: ConfigOpt = None,
-           day: Annotated[str | None, typer.Option("--date", help="YYYY-MM-DD in [register] timezone (default: today).")] = None,
+           day: Annotated[str | None, typer.Option("--date", metavar="YYYY-MM-DD",
+                                                      help="YYYY-MM-DD in [register] timezone (default: today).")] = None,
            send: Annotated[bool, typer.Option("--send", help="Also deliver it: write the Markdown file under [report] markdown_dir "
                                                             "and post to the report webhook, as configured.")] = False,
            as_json: JsonOpt = False) -> None:
@@ -440,12 +580,13 @@ def report(config: ConfigOpt = None,
 
 @app.command()
 def stats(config: ConfigOpt = None,
-          since: Annotated[str | None, typer.Option("--since", help="Runs started since: 7d, 24h, 30m, 2w or an ISO date/time "
+          since: Annotated[str | None, typer.Option("--since", metavar="WHEN", help="Runs started since: 7d, 24h, 30m, 2w or an ISO date/time "
                                                                 "(default: all).")] = None,
           as_json: JsonOpt = False) -> None:
     """Per-model reliability: runs and outcomes, prose-only turns, nudges, hallucinations, text tool calls,
-    stuck runs, p50/p95 turn latency, tokens. Which model to stop using."""
-    from .stats import model_stats, parse_since
+    stuck runs, turns after the work was done (worst run), p50/p95 turn latency, capabilities' own model calls, tokens and
+    model time (every call). Which model to stop using."""
+    from .stats import model_stats, parse_since, score_stats
 
     try:
         start = parse_since(since) if since else None
@@ -455,8 +596,10 @@ def stats(config: ConfigOpt = None,
     with _clean_errors(code_on_error=2):
         _, reader = _reader(config)
         rows = model_stats(reader, start)
+        scores = score_stats(reader, start)
     if as_json:
-        sys.stdout.write(json.dumps({"since": start.isoformat() if start else None, "models": [r.as_dict() for r in rows]}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"since": start.isoformat() if start else None, "models": [r.as_dict() for r in rows],
+                                     "scores": [r.as_dict() for r in scores]}, indent=2) + "\n")
         return
     if not rows:
         out.print("no runs" + (f" since {start:%Y-%m-%d %H:%M} UTC" if start else ""), highlight=False)
@@ -471,16 +614,158 @@ def stats(config: ConfigOpt = None,
                            for status, n in sorted(by.items())) or "0"
         served = ",".join(sorted(r.served)) or "—"
         ms = "—" if r.latency_ms_p50 is None else f"{r.latency_ms_p50:.0f}/{r.latency_ms_p95:.0f}"
+        side = "—" if r.side_call_latency_ms_p50 is None else (
+            f"{r.side_calls} {r.side_call_latency_ms_p50:.0f}/{r.side_call_latency_ms_p95:.0f}")
         table.append([r.model, served, str(r.runs), pct(r.outcomes.get("done", 0) / r.runs) if r.runs else "—",
                       pct(r.prose_only_share), f"{r.nudges_per_run:.2f}", halluc, str(r.text_tool_calls),
-                      str(r.stuck_runs), ms, f"{r.prompt_tokens}+{r.completion_tokens}"])
+                      str(r.stuck_runs), "—" if r.turns_after_done_max is None else str(r.turns_after_done_max),
+                      ms, side, f"{r.prompt_tokens}+{r.completion_tokens}", f"{r.model_time_s:.0f}"])
     _print_table(["model", "served", "runs", "done", "prose turns", "nudges/run", "hallucinations", "text calls", "stuck",
-                  "p50/p95 ms", "tokens"], table)
+                  "after done", "turn p50/p95 ms", "side calls p50/p95 ms", "tokens", "model s"], table)
+    if scores:  # one row per scorer version: numbers from two scorers are not comparable
+        _print_table(["humanize scorer", "articles", "median score", "published"],
+                     [[s.scorer, str(s.articles), "—" if s.median is None else f"{s.median:g}", str(s.published)]
+                      for s in scores])
+
+
+@app.command("score")
+def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="FILE",
+                                                             help="Text or Markdown files; '-' reads standard input.")] = None,
+              article: Annotated[int | None, typer.Option("--article", metavar="ID",
+                                                          help="Re-score a stored article (its id in the ledger).")] = None,
+              language: Annotated[str | None, typer.Option("--language", metavar="LANG", help="en or zh (default: detected per input).")] = None,
+              config: ConfigOpt = None,
+              as_json: JsonOpt = False) -> None:
+    """The humanize score of each input: total, language, components, every paragraph's score, the scorer.
+
+    The scoring model loads once for all inputs. Exit 0 when every input reaches its pass mark, 1 when
+    one is below it or too short to score, 2 on bad input or a missing scoring model.
+    """
+    from . import scoring
+
+    if language not in (None, "en", "zh"):
+        err.print(f"error: --language {language!r}: expected en or zh", markup=False)
+        raise typer.Exit(2)
+    if not files and article is None:
+        err.print("error: nothing to score: pass FILE..., '-' for standard input, or --article ID", markup=False)
+        raise typer.Exit(2)
+    inputs: list[tuple[str, str, dict[str, Any]]] = []
+    with _clean_errors(code_on_error=2):
+        cfg = _project_config(config)
+        for name in files or []:
+            try:
+                text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                err.print(f"error: {name}: {getattr(exc, 'strerror', None) or exc}", markup=False)
+                raise typer.Exit(2) from None
+            inputs.append((name, text, {}))
+        if article is not None:
+            _, reader = _reader(config)
+            stored = reader.article(article)
+            if stored is None:
+                err.print(f"error: no article {article} in the ledger", markup=False)
+                raise typer.Exit(2)
+            inputs.append((f"article {article}", stored.body,
+                           {"stored": {"total": stored.score, "scorer": stored.scorer, "language": stored.language}}))
+            language = language or stored.language
+        scoring.configure(cfg.state_dir, cfg.path(cfg.humanize.scoring_model) if cfg.humanize.scoring_model else None)
+        results = []
+        for name, text, extra in inputs:
+            measured = scoring.score(text, language)
+            threshold = cfg.humanize.pass_mark(measured.language)
+            results.append({"input": name, **measured.as_json(), "threshold": threshold,
+                            "passed": measured.total is not None and measured.total >= threshold, **extra})
+    if as_json:
+        sys.stdout.write(json.dumps(results if len(results) > 1 else results[0], ensure_ascii=False, indent=2) + "\n")
+    else:
+        for r in results:
+            total = "too short to score" if r["total"] is None else f"{r['total']:g}"
+            verdict = "passes" if r["passed"] else "below"
+            out.print(f"{for_display(r['input'])}: {total} ({r['language']}; {verdict} the pass mark {r['threshold']:g})",
+                      markup=False, highlight=False)
+            paras = ", ".join("—" if p["score"] is None else f"{p['score']:g}" for p in r["paragraphs"])
+            out.print(f"  paragraphs: {paras}", markup=False, highlight=False)
+            out.print(f"  scorer: {r['scorer']}", markup=False, highlight=False)
+            if "stored" in r:
+                st = r["stored"]
+                same = "same scorer" if st["scorer"] == r["scorer"] else f"stored by {st['scorer'] or 'the heuristic before it'}"
+                out.print(f"  stored: {st['total']} ({same})", markup=False, highlight=False)
+    raise typer.Exit(0 if all(r["passed"] for r in results) else 1)
+
+
+@app.command()
+def doctor(config: ConfigOpt = None,
+           channel: Annotated[str | None, typer.Option(metavar="NAME", help="Channel whose [llm] to check.")] = None,
+           as_json: JsonOpt = False) -> None:
+    """What the configured model supports (JSON schemas, native tools, usage), where each answer comes from
+    (config, litellm's model map, a probe: two tiny requests, stored in the ledger), and how the guard will
+    treat the model. Exit 0; 2 when the model cannot be reached or refuses the key (one line)."""
+    from .llm import ChatModel, is_local
+
+    with _clean_errors():
+        cfg = config_mod.load(config).for_channel(channel)
+        llm = ChatModel(cfg.llm, data_dir=cfg.state_dir)
+        llm._api_key()  # the variable api_key_env names is set: exit 2 and one line otherwise
+        if is_local(cfg.llm.model):
+            from .local.provider import prepare
+            from .probe import known
+
+            prepare(cfg.state_dir)  # runtime installed, weights assembled: nothing to reach over a network
+            answer = known(llm)
+        else:
+            from .ledger import Ledger
+            from .probe import support
+
+            answer = support(llm, Ledger.of(cfg), refresh=True)
+            if answer.probe_error:
+                err.print(f"error: [llm] model {cfg.llm.model} cannot be reached: {answer.probe_error}", markup=False,
+                          highlight=False)
+                raise typer.Exit(2)
+    treatment = _guard_treatment(cfg, answer)
+    if as_json:
+        sys.stdout.write(json.dumps({"model": cfg.llm.model, "api_base": cfg.llm.api_base, **answer.as_dict(),
+                                     "guard": treatment}, indent=2) + "\n")
+        return
+    out.print(f"model {cfg.llm.model}" + (f" at {cfg.llm.api_base}" if cfg.llm.api_base else ""), markup=False,
+              highlight=False)
+    shown_value = {True: "yes", False: "no", None: "unknown"}
+    _print_table(["capability", "supported", "from"],
+                 [[c, shown_value[answer.get(c)], answer.sources.get(c, "—")] for c in ("json_schema", "tools", "usage")])
+    for line in treatment:
+        out.print(f"- {line}", markup=False, highlight=False)
+
+
+def _guard_treatment(cfg: config_mod.Config, answer: Any) -> list[str]:
+    """How the agent loop and the guard will treat a model with these capabilities, in a few lines."""
+    from .llm import is_local
+
+    agent, lines = cfg.agent, []
+    if is_local(cfg.llm.model):
+        lines.append("embedded model: every tool turn is JSON-schema constrained by the provider itself")
+    elif not answer.tools:
+        lines.append("no native tool calls: calls it writes as text are never run; the guard nudges "
+                     f"(at most {agent.hallucination_max_nudges})")
+    else:
+        lines.append("native tool calls")
+    if not is_local(cfg.llm.model):
+        if agent.constrained_tools == "off":
+            lines.append("escalation to JSON-schema constrained turns: off ([agent] constrained_tools)")
+        elif not answer.json_schema:
+            lines.append("no escalation (json_schema not supported): a model that keeps writing prose fails the run "
+                         "(exit 3 or 4); set [llm] json_schema = true if the server honours response_format")
+        elif agent.constrained_tools == "always":
+            lines.append("every tool turn JSON-schema constrained ([agent] constrained_tools = always)")
+        else:
+            lines.append("after the first nudge, tool turns are JSON-schema constrained (escalation)")
+    if not answer.usage:
+        lines.append("no usage reported: token counts in the ledger and stats stay empty")
+    lines.append("after done_when holds and the report is recorded: one closing message (tool_choice none), then the run ends")
+    return lines
 
 
 @app.command()
 def serve(config: ConfigOpt = None,
-          port: Annotated[int | None, typer.Option(help="Port (default: the one in [publish.local] base_url).")] = None) -> None:
+          port: Annotated[int | None, typer.Option(metavar="PORT", help="Port (default: the one in [publish.local] base_url).")] = None) -> None:
     """Preview the local site on 127.0.0.1 (Ctrl-C to stop)."""
     from http.server import ThreadingHTTPServer
     from urllib.parse import urlsplit
@@ -488,7 +773,7 @@ def serve(config: ConfigOpt = None,
     from .publishers.local import site_handler
 
     with _clean_errors():
-        cfg = config_mod.load(config)
+        cfg = config_mod.require(config)
     directory = cfg.path(cfg.publish.local.dir)
     directory.mkdir(parents=True, exist_ok=True)
     configured = urlsplit(cfg.publish.local.base_url).port or 8765
@@ -534,7 +819,7 @@ def _print_claims(claims: list[dict[str, Any]]) -> None:
 
 @ledger_app.command("diff")
 def ledger_diff(config: ConfigOpt = None,
-                run_id: Annotated[str | None, typer.Option("--run", help="Run id (default: the latest run).")] = None,
+                run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="Run id (default: the latest run).")] = None,
                 as_json: JsonOpt = False) -> None:
     """Claims the model made beside the facts the ledger holds. Exit 0 clean, 1 hallucinations, 2 trouble."""
     from .diff import run_diff
@@ -567,8 +852,13 @@ def ledger_diff(config: ConfigOpt = None,
 
 
 @ledger_app.command("runs")
-def ledger_runs(config: ConfigOpt = None, limit: Annotated[int, typer.Option(min=1)] = 20, as_json: JsonOpt = False) -> None:
+def ledger_runs(config: ConfigOpt = None,
+                limit: Annotated[int, typer.Option(metavar="N", help="How many runs, newest first.")] = 20,
+                as_json: JsonOpt = False) -> None:
     """Recent runs with their status, facts and nudges. Ids are printed whole: `awk '{print $1}'` gives ids."""
+    if limit < 1:
+        err.print(f"error: --limit {limit}: 1 or more", markup=False)
+        raise typer.Exit(2)
     with _clean_errors(code_on_error=2):
         _, reader = _reader(config)
         runs = reader.runs(limit)
@@ -591,28 +881,45 @@ def _cut(text: str, full: bool, limit: int = 400) -> str:
 
 def _show_data(reader: LedgerReader, run: Any) -> dict[str, Any]:
     turns, executions, guard = reader.turns(run.id), reader.executions(run.id), reader.guard_events(run.id)
+    side = reader.model_calls(run.id)
     answered = [t for t in turns if t.role == "assistant"]
-    latencies = [t.latency_ms for t in answered if t.latency_ms is not None]
+    # Every model call: the agent's turns and the capabilities' own calls (draft, humanize, brainstorm).
+    every = [*answered, *side]
     totals = {
         "model_turns": len(answered),
-        "prompt_tokens": sum(t.prompt_tokens or 0 for t in answered),
-        "completion_tokens": sum(t.completion_tokens or 0 for t in answered),
-        "model_latency_ms": round(sum(latencies), 1),
+        "side_calls": len(side),
+        "model_calls": len(every),
+        "prompt_tokens": sum(c.prompt_tokens or 0 for c in every),
+        "completion_tokens": sum(c.completion_tokens or 0 for c in every),
+        "model_latency_ms": round(sum(c.latency_ms or 0 for c in every), 1),
+        "side_call_latency_ms": round(sum(c.latency_ms or 0 for c in side), 1),
         "executions": len(executions),
         "failed_executions": sum(1 for e in executions if e.ok is False),
         "nudges": run.nudges,
     }
+    if run.finished_at is not None and totals["model_latency_ms"]:
+        # Run overhead: wall time over the time spent in the model (1.0: nothing but model calls).
+        wall_ms = (run.finished_at - run.started_at).total_seconds() * 1000
+        totals["wall_ms"] = round(wall_ms, 1)
+        totals["overhead"] = round(wall_ms / totals["model_latency_ms"], 3)
 
     def plain(row: Any) -> dict[str, Any]:
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in vars(row).items()}
 
+    from .scoring import weakest_stored
+
+    # getattr: a ledger from before revision 0018 (read as it is) has no scorer columns
+    articles = [{"id": a.id, "kind": a.kind, "title": a.title, "score": a.score, "scorer": getattr(a, "scorer", None),
+                 "weakest": weakest_stored(a.body, getattr(a, "score_paragraphs_json", None))}
+                for a in reader.articles(run.id)]
     return {"run": plain(run), "turns": [plain(t) for t in turns], "executions": [plain(e) for e in executions],
-            "guard_events": [plain(g) for g in guard], "totals": totals}
+            "articles": articles,
+            "model_calls": [plain(c) for c in side], "guard_events": [plain(g) for g in guard], "totals": totals}
 
 
 @ledger_app.command("show")
-def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]", help="Run id (default: the latest run).")] = None,
-                run_id: Annotated[str | None, typer.Option("--run", help="Run id, as `ledger diff` takes it.")] = None,
+def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", help="Run id (default: the latest run).")] = None,
+                run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="Run id, as `ledger diff` takes it.")] = None,
                 config: ConfigOpt = None,
                 full: Annotated[bool, typer.Option("--full", help="Print every message in full (prompts included).")] = False,
                 as_json: JsonOpt = False) -> None:
@@ -633,6 +940,9 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]"
     by_turn: dict[Any, list[dict]] = {}
     for ex in data["executions"]:
         by_turn.setdefault(ex["turn_id"], []).append(ex)
+    by_execution: dict[Any, list[dict]] = {}
+    for c in data["model_calls"]:
+        by_execution.setdefault(c["execution_id"], []).append(c)
     guard: dict[Any, list[dict]] = {}
     for g in data["guard_events"]:
         guard.setdefault(g["turn_id"], []).append(g)
@@ -658,21 +968,44 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="[RUN_ID]"
             detail = ex["result_json"] if ex["ok"] else ex["error"]
             out.print(f"   {mark} {for_rich(ex['capability'])}({for_rich(_cut(ex['arguments_json'], full, 200))}) → "
                       f"{for_rich(_cut(detail or '', full, 300))}", highlight=False)
+            for c in by_execution.get(ex["id"], []):
+                _print_side_call(c)
         for g in guard.get(t["id"], []):
             out.print(f"   [yellow]guard[/] {g['kind']} → {g['action']} {g['nudge_no'] or ''}", highlight=False)
     for g in guard.get(None, []):
         out.print(f"[yellow]guard[/] {g['kind']} → {g['action']}: {for_rich(g['message'])}", highlight=False)
+    for a in data["articles"]:
+        if a["kind"] == "humanized" and a["score"] is not None:
+            out.print(f"[bold]article {a['id']}[/] score {a['score']:g} ({for_rich(a['scorer'] or 'heuristic')})", highlight=False)
+            for w in a["weakest"]:
+                out.print(f"   weakest: {for_rich(w)}", highlight=False)
+    for c in by_execution.get(None, []):  # a step that never committed its execution row
+        _print_side_call(c)
     tot = data["totals"]
-    out.print(f"[bold]totals[/] {tot['model_turns']} model turns, {tot['prompt_tokens']}+{tot['completion_tokens']} tokens, "
-              f"{tot['model_latency_ms'] / 1000:.1f} s in the model, {tot['executions']} executions "
-              f"({tot['failed_executions']} failed), {tot['nudges']} nudges", highlight=False)
+    overhead = f", wall {tot['wall_ms'] / 1000:.1f} s (overhead {tot['overhead']:.2f})" if "overhead" in tot else ""
+    out.print(f"[bold]totals[/] {tot['model_calls']} model calls ({tot['model_turns']} turns, {tot['side_calls']} by "
+              f"capabilities), {tot['prompt_tokens']}+{tot['completion_tokens']} tokens, "
+              f"{tot['model_latency_ms'] / 1000:.1f} s in the model{overhead}, {tot['executions']} executions "
+              f"({tot['failed_executions']} failed), {tot['nudges']} nudges"
+              + (f", {r['turns_after_done']} after the work was done" if r.get("turns_after_done") is not None else ""),
+              highlight=False)
+
+
+def _print_side_call(c: dict[str, Any]) -> None:
+    from .untrusted import for_rich
+
+    what = f"[red]failed: {for_rich(c['error'])}[/]" if c["error"] else for_rich(c["finish_reason"] or "")
+    out.print(f"     [dim]↳ model call {for_rich(c['served_model'] or c['requested_model'])} "
+              f"{c['prompt_tokens'] or 0}+{c['completion_tokens'] or 0} tok {c['latency_ms'] or 0:.0f} ms[/] {what}",
+              highlight=False)
 
 
 # --- ledger schema ------------------------------------------------------------------
 
 @ledger_app.command("migrate")
 def ledger_migrate(config: ConfigOpt = None,
-                   to: Annotated[str, typer.Option("--to", help="Target revision (default: head); an older one downgrades.")] = "head",
+                   to: Annotated[str, typer.Option("--to", metavar="REVISION",
+                                                 help="Target revision (default: head); an older one downgrades.")] = "head",
                    sql: Annotated[bool, typer.Option("--sql", help="Print the SQL instead of running it.")] = False,
                    downgrade: Annotated[bool, typer.Option("--downgrade",
                                                        help="Allow --to an older revision (drops what later ones added).")] = False) -> None:
@@ -681,7 +1014,7 @@ def ledger_migrate(config: ConfigOpt = None,
     from .ledger import Ledger
 
     with _clean_errors():
-        cfg = config_mod.load(config)
+        cfg = config_mod.require(config)
         ledger = Ledger.of(cfg, migrate=False)
         if sql:
             sys.stdout.write(migrations.upgrade_sql(cfg.ledger_url, ledger.engine, to))
@@ -696,18 +1029,35 @@ def ledger_migrate(config: ConfigOpt = None,
 
 
 @ledger_app.command("check")
-def ledger_check(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+def ledger_check(config: ConfigOpt = None,
+                 ledger_file: Annotated[Path | None, typer.Option("--ledger", metavar="PATH",
+                                                                  help="Check this SQLite file (a backup) instead "
+                                                                       "of the config's ledger; it is not changed.")] = None,
+                 as_json: JsonOpt = False) -> None:
     """Schema revision and integrity of the ledger, read-only. Exit 0 sound, 1 problems or not current, 2 cannot open."""
-    from .ledger import Ledger
     from .ledger_check import check
 
     with _clean_errors():
-        cfg = config_mod.load(config)
-        health = check(Ledger.of(cfg, migrate=False).engine)
+        if ledger_file is not None:
+            from .backup import readonly_engine
+
+            engine = readonly_engine(ledger_file)
+        else:
+            from .ledger import Ledger
+
+            engine = Ledger.of(_project_config(config), migrate=False).engine
+        try:
+            health = check(engine)
+        except Exception as exc:  # sqlalchemy's DatabaseError: not a database, unreadable
+            from sqlalchemy.exc import SQLAlchemyError
+
+            if not isinstance(exc, SQLAlchemyError):
+                raise
+            raise ConfigError(f"{ledger_file or 'ledger'}: cannot read: {getattr(exc, 'orig', exc)}") from None
     if as_json:
         sys.stdout.write(json.dumps(health.as_dict(), indent=2) + "\n")
     else:
-        out.print(f"ledger   {health.backend}", highlight=False)
+        out.print(f"ledger   {health.backend}" + (f" {ledger_file}" if ledger_file else ""), highlight=False, markup=False)
         out.print(f"schema   {health.revision or '(none)'} ({health.schema}; this program: {health.head})", highlight=False)
         for note in health.notes:
             out.print(f"         {note}", highlight=False, markup=False)
@@ -717,13 +1067,31 @@ def ledger_check(config: ConfigOpt = None, as_json: Annotated[bool, typer.Option
     raise typer.Exit(0 if health.ok else 1)
 
 
+@ledger_app.command("backup")
+def ledger_backup(dest: Annotated[Path, typer.Argument(metavar="DEST", help="The copy to write (must not exist).")],
+                  config: ConfigOpt = None) -> None:
+    """A consistent copy of a SQLite ledger, safe while runs are writing (SQLite's online backup).
+
+    The copy is one self-contained file, integrity-checked; verify it with `pipeline ledger check --ledger DEST`.
+    A PostgreSQL ledger: use pg_dump (refused here). Exit 0 written, 2 refused or failed.
+    """
+    from .backup import backup
+
+    with _clean_errors(code_on_error=2):
+        cfg = _project_config(config)
+        done = backup(cfg.ledger_url, dest)
+    out.print(f"backed up {done.runs} runs to {done.path} ({done.bytes} bytes)", markup=False, highlight=False)
+
+
 # --- claims -------------------------------------------------------------------------
 
 @claims_app.command("check")
-def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' reads standard input.")],
-                 facts: Annotated[Path | None, typer.Option("--facts", help='JSON: {"publish": {"url": …}, "register": {"registration_no": …}, '
+def claims_check(text: Annotated[str, typer.Argument(metavar="TEXT", help="Text to check; '-' reads standard input.")],
+                 facts: Annotated[Path | None, typer.Option("--facts", metavar="FILE",
+                                                                      help='JSON: {"publish": {"url": …}, "register": {"registration_no": …}, '
                                                                       '"humanize": {"score": 77}, "draft": {}}')] = None,
-                 run_id: Annotated[str | None, typer.Option("--run", help="Judge against the facts this run recorded in the ledger.")] = None,
+                 run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID",
+                                                                     help="Judge against the facts this run recorded in the ledger.")] = None,
                  config: ConfigOpt = None,
                  as_json: JsonOpt = False) -> None:
     """What the guard would extract from TEXT and, given --facts or --run, each claim's verdict.
@@ -784,13 +1152,13 @@ def claims_check(text: Annotated[str, typer.Argument(help="Text to check; '-' re
 
 # --- review -------------------------------------------------------------------------
 
-ChannelOpt = Annotated[str | None, typer.Option(help="Channel (needed when [[channels]] declares several).")]
+ChannelOpt = Annotated[str | None, typer.Option(metavar="NAME", help="Channel (needed when [[channels]] declares several).")]
 
 
 @review_app.command("list")
 def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
                 show_all: Annotated[bool, typer.Option("--all", help="Decided reviews too.")] = False,
-                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+                as_json: JsonOpt = False) -> None:
     """Articles waiting for a decision (and approved ones not finished yet), oldest first."""
     from .status import reviews
 
@@ -808,8 +1176,8 @@ def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
 
 
 @review_app.command("show")
-def review_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
-                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def review_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="Run id.")], config: ConfigOpt = None,
+                as_json: JsonOpt = False) -> None:
     """One held article: title, score, preview, decision, and its text."""
     from .status import review_of
 
@@ -824,6 +1192,7 @@ def review_show(run_id: Annotated[str, typer.Argument(help="Run id.")], config: 
     lines = [f"run {r.run_id} ({r.channel}): {r.status}" + (" and published" if r.completed else ""),
              f"title: {for_display(r.title)}", f"score: {r.score}", f"preview: {r.preview}",
              f"requested: {r.requested_at}"]
+    lines += [f"weakest: {for_display(w)}" for w in r.weakest]
     if r.decided_by:
         lines.append(f"decided by {r.decided_by} at {r.decided_at}" + (f": {r.reason}" if r.reason else ""))
     if r.url:
@@ -845,8 +1214,9 @@ def _review_cfg(config: Path | None, ledger_cfg: tuple[Config, Ledger], run_id: 
 
 
 @review_app.command("approve")
-def review_approve(run_id: Annotated[str, typer.Argument(help="Run id.")], config: ConfigOpt = None,
-                   by: Annotated[str | None, typer.Option("--by", help="Approver (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
+def review_approve(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="Run id.")], config: ConfigOpt = None,
+                   by: Annotated[str | None, typer.Option("--by", metavar="NAME",
+                                                              help="Approver (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
     """Approve a held article: publish, register and report it now, exactly once. Exit 75 while its channel runs."""
     from .errors import ChannelLocked
     from .review import approve, reviewer
@@ -865,10 +1235,11 @@ def review_approve(run_id: Annotated[str, typer.Argument(help="Run id.")], confi
 
 
 @review_app.command("reject")
-def review_reject(run_id: Annotated[str, typer.Argument(help="Run id.")],
-                  reason: Annotated[str, typer.Option("--reason", help="Why (kept in the ledger).")],
+def review_reject(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="Run id.")],
+                  reason: Annotated[str, typer.Option("--reason", metavar="TEXT", help="Why (kept in the ledger).")],
                   config: ConfigOpt = None,
-                  by: Annotated[str | None, typer.Option("--by", help="Reviewer (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
+                  by: Annotated[str | None, typer.Option("--by", metavar="NAME",
+                                                             help="Reviewer (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
     """Reject a held article: nothing is published; the run is recorded rejected."""
     from .review import reject, reviewer
 

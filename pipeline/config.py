@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from .errors import ConfigError
@@ -60,8 +62,14 @@ class LLMConfig(_Section):
     # Total time one model call may take, retries and backoff included (timeout_s bounds each read
     # only: a server trickling a byte at a time never trips it). 0 = no limit.
     call_deadline_s: float = Field(300.0, ge=0)
-    # Does the provider honour response_format json_schema? Unset: ask litellm's model map.
+    # Does the provider honour response_format json_schema? Unset: litellm's model map, else a probe (pipeline.probe).
     json_schema: bool | None = None
+    # Ask for streamed replies (server-sent events), assembled before use; for servers and proxies that
+    # answer best streamed. timeout_s then bounds each gap between chunks.
+    stream: bool = False
+    # Refuse, before a run starts, a model litellm's model map does not know (a typo). false: a model newer
+    # than the installed litellm's map. A set api_base (a self-hosted server) is never checked.
+    model_check: bool = True
 
 
 class LedgerConfig(_Section):
@@ -112,20 +120,49 @@ class TopicConfig(_Section):
 
 class DraftConfig(_Section):
     language: Literal["en", "zh"] = "en"
-    min_chars: int = Field(300, ge=1)
-    # What the prompt asks for; min/max are the bounds a draft is validated against.
-    target_chars: int = Field(1500, ge=1)
-    max_chars: int = Field(6000, ge=1)
+    # The length the prompts ask for: words for English, characters for Chinese. A draft shorter than
+    # min_ratio × target, or longer than max_ratio × target, fails the completeness check.
+    target_words: int = Field(800, ge=50)
+    target_chars: int = Field(1600, ge=100)
+    min_ratio: float = Field(0.875, gt=0, le=1)
+    max_ratio: float = Field(2.0, ge=1)
+    # Sections the outline asks for (the outline's schema allows 3-6).
+    sections: int = Field(4, ge=3, le=6)
+    # A part cut by max_tokens is continued from its last full sentence this often; still cut, it is rewritten.
+    continuations: int = Field(2, ge=0, le=5)
     audience: str = "working software engineers"
     style: str = "plain, concrete, first-hand"
 
+    def target(self) -> int:
+        return self.target_chars if self.language == "zh" else self.target_words
+
+    def min_length(self) -> int:
+        return int(self.target() * self.min_ratio)
+
+    def max_length(self) -> int:
+        return int(self.target() * self.max_ratio)
+
 
 class HumanizeConfig(_Section):
-    threshold: float = Field(60.0, ge=0, le=100)
+    # None: the calibrated pass mark of the article's language (pipeline/calibration/score.json, rule in the README).
+    threshold: float | None = Field(None, ge=0, le=100)
+    # A scoring GGUF elsewhere than [daemon] state_dir/models; it must be the one the score is calibrated on.
+    scoring_model: str | None = None
+    # The weakest paragraphs (by their own score) rewritten per humanize call, one model call each;
+    # a paragraph's rewrite is tried up to 1 + max_rewrites times (rejected or not better: again, hotter).
+    paragraphs: int = Field(4, ge=1, le=20)
     max_rewrites: int = Field(1, ge=0, le=5)
     # Sampling of the first rewrite; each retry is hotter. Not [llm] temperature, which suits tool
     # decisions: at 0.3 the embedded model returned one draft verbatim in 6 tries of 6 (three prompts).
     temperature: float = Field(0.9, ge=0, le=2)
+
+    def pass_mark(self, language: str) -> float:
+        """The score an article in ``language`` needs: the configured threshold, else the calibrated one."""
+        if self.threshold is not None:
+            return self.threshold
+        from .scoring import current
+
+        return current().threshold(language)
 
 
 class LocalPublishConfig(_Section):
@@ -187,6 +224,16 @@ class WeChatPublishConfig(_Section):
     recheck_days: float = Field(3.0, ge=0)
 
 
+class DisclosureConfig(_Section):
+    """What a published article says about being machine-written (``pipeline.disclosure``)."""
+
+    enabled: bool = True
+    en: str = Field("This article was written by an AI language model.", min_length=1)
+    zh: str = Field("本文由人工智能生成。", min_length=1)
+    # The AIGC metadata's ContentProducer (GB 45438-2025): the service provider's name or filing number.
+    producer: str = Field("pipeline", min_length=1)
+
+
 class PublishConfig(_Section):
     target: str = "local"
     # "manual": a run stops after humanize in the awaiting_review state (exit 8) with a preview; an editor's
@@ -211,6 +258,7 @@ class PublishConfig(_Section):
     ghost: GhostPublishConfig = Field(default_factory=GhostPublishConfig)
     webhook: WebhookPublishConfig = Field(default_factory=WebhookPublishConfig)
     wechat: WeChatPublishConfig = Field(default_factory=WeChatPublishConfig)
+    disclosure: DisclosureConfig = Field(default_factory=DisclosureConfig)
 
 
 class RegisterConfig(_Section):
@@ -249,6 +297,15 @@ class ReportConfig(_Section):
 class DaemonConfig(_Section):
     # Locks and the daemon's job store live here (relative to the config file).
     state_dir: str = "var"
+    # What fires this deployment's ticks, for `pipeline status`: "daemon" (`pipeline daemon`; it proves it is
+    # alive with a heartbeat row in the ledger), "cron" (a crontab running `pipeline run`; give cron_since),
+    # or "manual" (nothing scheduled: no tick is ever overdue).
+    scheduler: Literal["manual", "daemon", "cron"] = "manual"
+    # scheduler = "cron": when the crontab was installed (ISO time with offset). Ticks before it are not overdue.
+    cron_since: str = ""
+    # The daemon writes its heartbeat (and checkpoints a SQLite ledger's WAL) this often; `pipeline status`
+    # calls it dead when the last beat is older than three of these.
+    heartbeat_s: float = Field(30.0, ge=1, le=3600)
     # Schedule of the implicit "default" channel when no [[channels]] are declared.
     cron: str = "0 9 * * *"
     timezone: str = "UTC"
@@ -269,6 +326,28 @@ class DaemonConfig(_Section):
 
     _known_zone = field_validator("timezone")(_zone)
 
+    @field_validator("cron_since")
+    @classmethod
+    def _iso_time(cls, value: str) -> str:
+        if value:
+            try:
+                when = datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not an ISO time (e.g. 2026-12-01T09:00:00+00:00)") from None
+            if when.tzinfo is None:
+                raise ValueError(f"{value!r} has no UTC offset (e.g. 2026-12-01T09:00:00+00:00)")
+        return value
+
+    @model_validator(mode="after")
+    def _cron_needs_since(self) -> DaemonConfig:
+        if self.scheduler == "cron" and not self.cron_since:
+            raise ValueError('scheduler = "cron" needs cron_since: when the crontab was installed '
+                             '(e.g. cron_since = "2026-12-01T09:00:00+00:00")')
+        return self
+
+    def cron_began(self) -> datetime | None:
+        return datetime.fromisoformat(self.cron_since) if self.cron_since else None
+
 
 class EngineConfig(_Section):
     # "local": a run executes in the process that starts it (`pipeline run`, the daemon's pool).
@@ -285,6 +364,11 @@ class EngineConfig(_Section):
     # A queued tick that no worker has claimed after this is queued again (a broker that lost it on a
     # restart, e.g. Redis without persistence); a duplicate is harmless, the run claims its tick once.
     resend_after_s: int = Field(120, ge=5)
+    # A running tick's claim is a lease its worker renews every lease_s / 3 (on the ledger's clock). A
+    # lapsed lease with the channel lock free means the worker died: the leading daemon queues the tick
+    # again, and its delivery settles the dead run (no second post) or runs the tick. A dead worker is
+    # noticed within lease_s + the re-queue interval (lease_s / 3), not at visibility_timeout_s.
+    lease_s: int = Field(30, ge=3, le=3600)
     # A task whose ledger could not be reached is retried with exponential backoff, at most this often.
     max_retries: int = Field(5, ge=0, le=50)
     # Worker processes of `pipeline worker` (each loads the model and the ledger once); 0: one per core,
@@ -457,25 +541,55 @@ def _merge(into: dict[str, Any], overrides: dict[str, Any]) -> None:
             into[key] = value
 
 
-def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> None:
+def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[str, ...], str]:
+    """Apply the environment's overrides; returns which variable set each key (to name it in an error)."""
+    origin: dict[tuple[str, ...], str] = {}
     for name, raw in sorted(environ.items()):
         if not name.startswith("PIPELINE_") or "__" not in name or name == "PIPELINE_CONFIG":
             continue
         section, _, key = name[len("PIPELINE_"):].partition("__")
         # Section names hold no underscores, so PIPELINE_PUBLISH_LOCAL__DIR is publish.local.dir.
-        _set(data, [*section.lower().split("_"), key.lower()], _literal(raw))
-    for name, dotted in _SWITCHES.items():
+        dotted = [*section.lower().split("_"), key.lower()]
+        _set(data, dotted, _literal(raw))
+        origin[tuple(dotted)] = f"{name}={raw}"
+    for name, dotted_ in _SWITCHES.items():
         if name in environ:
-            _set(data, list(dotted), _literal(environ[name].strip().lower()))
+            _set(data, list(dotted_), _literal(environ[name].strip().lower()))
+            origin[dotted_] = f"{name}={environ[name]}"
+    return origin
 
 
-def _describe(err: ValidationError, source: str) -> str:
+def _section_model(loc: list[str]) -> Any:
+    """The pydantic model that holds the key at ``loc`` (for "did you mean"), or None."""
+    model: Any = Config
+    for part in loc[:-1]:
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return None
+        model = field.annotation
+    return model
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
+def _describe(err: ValidationError, source: str, origin: dict[tuple[str, ...], str] | None = None) -> str:
     first = err.errors()[0]
     loc = [str(p) for p in first["loc"]]
     where = f"[{'.'.join(loc[:-1])}] {loc[-1]}" if len(loc) > 1 else (loc[0] if loc else "?")
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+        model = _section_model(loc)
+        names = [f.alias or n for n, f in model.model_fields.items()] if model is not None else []
+        msg = "unknown key" + _did_you_mean(loc[-1], names)
+    # A value from the environment is reported as the variable that set it: the file has no such key.
+    for n in range(len(loc), 0, -1):
+        if origin and tuple(loc[:n]) in origin:
+            return f"environment {origin[tuple(loc[:n])]}: {where}: {msg}"
     return f"{source}: {where}: {msg}"
 
 
@@ -486,6 +600,26 @@ def resolve_path(explicit: str | os.PathLike[str] | None, environ: dict[str, str
     if environ.get("PIPELINE_CONFIG"):
         return Path(environ["PIPELINE_CONFIG"])
     return Path("config.toml")
+
+
+def not_found(explicit: str | os.PathLike[str] | None, environ: dict[str, str] | None = None) -> str:
+    """The one line a command that needs a config prints when there is none: where it looked."""
+    environ = dict(os.environ if environ is None else environ)
+    path = resolve_path(explicit, environ)
+    if explicit:
+        return f"{path}: no such config file (--config)"
+    if environ.get("PIPELINE_CONFIG"):
+        return f"{path}: no such config file ($PIPELINE_CONFIG)"
+    return (f"no config file: looked for config.toml in {Path.cwd()} (no --config given, $PIPELINE_CONFIG unset); "
+            "`pipeline init` writes a starter one")
+
+
+def require(explicit: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None) -> Config:
+    """``load``, but a missing file is an error: the commands that act (run, daemon, worker, serve) never
+    fall back to built-in defaults (a hosted model, a second ledger in whatever directory they started in)."""
+    if not resolve_path(explicit, environ).exists():
+        raise ConfigError(not_found(explicit, environ))
+    return load(explicit, environ)
 
 
 def load(explicit: str | os.PathLike[str] | None = None, environ: dict[str, str] | None = None) -> Config:
@@ -504,11 +638,11 @@ def load(explicit: str | os.PathLike[str] | None = None, environ: dict[str, str]
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     elif explicit or environ.get("PIPELINE_CONFIG"):
         raise ConfigError(f"{path}: no such config file")
-    _env_overrides(data, environ)
+    origin = _env_overrides(data, environ)
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, str(path))) from None
+        raise ConfigError(_describe(exc, str(path), origin)) from None
     cfg.base_dir = path.resolve().parent
     cfg._raw = data
     for chan in cfg.channels:  # surface a bad channel table now, not at 3 a.m.

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 JOBSTORE_FILE = "daemon-jobs.sqlite"
 SIGNAL_POLL_S = 0.2
-_lock = threading.Lock()  # guards _queued and _apps
+_lock = threading.Lock()  # guards _apps
 _active: set[str] = set()  # run ids in progress, for a forced exit
 
 
@@ -105,40 +105,42 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
 
 
 def dispatch_channel(config_path: str, channel: str, tick: str | None = None) -> int:
-    """The scheduled job with ``[engine] kind = "celery"``: queue the due firing for a worker."""
+    """The scheduled job with ``[engine] kind = "celery"``: queue the due firing for a worker.
+
+    The tick's row (``queued``) is written before the message is sent, so every tick the daemon
+    queued has a row, and one the broker lost is sent again by ``resend_unclaimed``.
+    """
     from .celery_engine import send_tick
 
     cfg = config_mod.load(config_path).for_channel(channel)
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
-    if when is not None:
-        send_tick(_celery_app(cfg), cfg, channel, when)
-        with _lock:
-            _queued[(channel, when)] = time.monotonic()
-        log.info("channel %s: tick %s queued", channel, when.isoformat())
+    if when is None:
+        return 0
+    if not resident.ledger_for(cfg).queue_tick(channel, when):
+        log.info("channel %s: tick %s already done; not queued", channel, when.isoformat())
+        return 0
+    send_tick(_celery_app(cfg), cfg, channel, when)
     return 0
 
 
-# Ticks this daemon queued and no worker has claimed yet: channel, tick -> when last sent.
-_queued: dict[tuple[str, datetime], float] = {}
+# Re-queue only ticks this recent: an older one left claimed needs the operator (`pipeline ledger check`).
+RESEND_HORIZON = timedelta(days=1)
 
 
 def resend_unclaimed(config_path: str) -> int:
-    """Queue again the ticks no worker claimed within ``resend_after_s`` (a broker restart may have lost them)."""
+    """Queue again, from the ledger: ticks no worker claimed within ``resend_after_s`` (a broker restart may
+    have lost them), and ticks whose claim's lease lapsed (the worker died; Redis would hold its message
+    until ``visibility_timeout_s``). Every leading daemon sees the same rows, so a new leader resends too."""
+    from .celery_engine import send_tick
+
     cfg = config_mod.load(config_path)
     ledger = resident.ledger_for(cfg)
-    with _lock:
-        pending = list(_queued.items())
-    resent = 0
-    for (channel, tick), sent in pending:
-        if ledger.tick_state(channel, tick) is not None:  # claimed or done: delivered
-            with _lock:
-                _queued.pop((channel, tick), None)
-        elif time.monotonic() - sent >= cfg.engine.resend_after_s:
-            log.warning("channel %s: tick %s not claimed %d s after it was queued; queuing it again",
-                        channel, tick.isoformat(), cfg.engine.resend_after_s)
-            dispatch_channel(config_path, channel, tick.isoformat())
-            resent += 1
-    return resent
+    due = ledger.resend_due(cfg.channel_names(), cfg.engine.lease_s, cfg.engine.resend_after_s, RESEND_HORIZON)
+    for channel, tick, why in due:
+        log.warning("channel %s: tick %s queued again: %s", channel, tick.isoformat(), why)
+        chan_cfg = cfg.for_channel(channel)
+        send_tick(_celery_app(chan_cfg), chan_cfg, channel, tick)
+    return len(due)
 
 
 _apps: dict[str, object] = {}
@@ -298,8 +300,10 @@ def build_scheduler(cfg: Config, config_path: str, *, durable: bool = True) -> A
         if job.id not in wanted:
             job.remove()
     if cfg.engine.kind == "celery":
+        # Often enough to notice a lapsed lease within lease_s / 3, and a lost message within resend_after_s / 4.
+        every = max(1.0, min(cfg.engine.resend_after_s / 4, cfg.engine.lease_s / 3))
         scheduler.add_job(resend_unclaimed, "interval", args=[config_path], id="resend-unclaimed", name="resend",
-                          seconds=max(1, cfg.engine.resend_after_s // 4), replace_existing=True)
+                          seconds=every, replace_existing=True)
     return scheduler
 
 
@@ -342,7 +346,7 @@ def _leadership(cfg: Config, stopped: threading.Event) -> AbstractContextManager
     """
     from contextlib import ExitStack, contextmanager
 
-    from .locks import pg_hold
+    from .locks import lead_label, pg_hold
 
     if not cfg.ledger_url.startswith("postgres"):
         return hold(cfg.state_dir / "daemon.lock", "the daemon's job store")
@@ -353,14 +357,15 @@ def _leadership(cfg: Config, stopped: threading.Event) -> AbstractContextManager
         while not stopped.is_set():
             with ExitStack() as stack:
                 try:
-                    conn = stack.enter_context(pg_hold(cfg.ledger_url, "scheduler", "the scheduler's lead"))
+                    conn = stack.enter_context(pg_hold(cfg.ledger_url, "scheduler", "the scheduler's lead",
+                                                       label=lead_label()))
                 except ChannelLocked as exc:
                     if not logged:
                         log.warning("standing by: %s", str(exc).removeprefix("skipped: "))
                         logged = True
                     stopped.wait(cfg.daemon.standby_poll_s)
                     continue
-                log.warning("leading: this daemon schedules every channel")
+                log.info("leading: this daemon schedules every channel")
                 yield conn
                 return
         yield None  # stopped while standing by
@@ -422,9 +427,15 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
             catch_up(cfg, path, scheduler)
             threading.Thread(target=_watch_lead, args=(lead, cfg, stopped, lost), daemon=True).start()
         metrics_server = _serve_metrics(cfg)
+        ledger = resident.ledger_for(cfg)
+        me = ledger.daemon_started()  # from now on its ticks count for `pipeline status`
+        beats = threading.Thread(target=_heartbeat, args=(ledger, me, cfg.daemon.heartbeat_s, stopped), daemon=True)
+        beats.start()
         scheduler.resume()
+        log.info("daemon started (pid %d): %d channel(s), engine %s", os.getpid(), len(cfg.channel_names()),
+                 cfg.engine.kind)
         for job in scheduler.get_jobs():
-            log.warning("channel %s: next run %s", job.name, job.next_run_time)
+            log.info("channel %s: next run %s", job.name, job.next_run_time)
         if ready:
             ready.set()
         # Wake now and then: a signal delivered to another thread does not interrupt a wait with no timeout,
@@ -433,9 +444,31 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
             pass
         log.warning("stopping: waiting for runs in progress to reach the end of their step")
         scheduler.shutdown(wait=True)
+        beats.join(timeout=5)
+        try:
+            ledger.daemon_stopped(me)
+        except PipelineError as exc:
+            log.error("could not record the daemon's stop: %s", exc)
+        # The daemon exits without interpreter teardown (no connection closes, so SQLite would not fold
+        # its WAL back): leave ledger.db complete for a file copy or an immutable reader.
+        ledger.checkpoint()
         if metrics_server is not None:
             metrics_server.shutdown()
+        log.info("daemon stopped")
     return 1 if lost.is_set() else 0
+
+
+def _heartbeat(ledger: Any, me: str, every_s: float, stopped: threading.Event) -> None:
+    """Prove this daemon alive in the ledger, and keep a SQLite ledger's WAL short, every ``every_s``.
+
+    A thread of its own: a pool busy with long runs must not make a live daemon look dead.
+    """
+    while not stopped.wait(every_s):
+        try:
+            ledger.daemon_beat(me)
+            ledger.checkpoint()
+        except PipelineError as exc:  # a full disk or a locked ledger: the next beat tries again
+            log.error("heartbeat not written: %s", exc)
 
 
 def _serve_metrics(cfg):
@@ -449,7 +482,7 @@ def _serve_metrics(cfg):
         server = metrics.serve(cfg.metrics.listen, cfg.ledger_url)
     except OSError as exc:
         raise ConfigError(f"[metrics] listen {cfg.metrics.listen}: {exc.strerror or exc}") from None
-    log.warning("metrics at http://%s/metrics", cfg.metrics.listen)
+    log.info("metrics at http://%s/metrics", cfg.metrics.listen)
     return server
 
 

@@ -23,7 +23,8 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+import logging
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,11 +39,14 @@ from .errors import EnvironmentFailure, LedgerError, TickAlreadyRun
 
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
 from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
-from .models import Claim, Execution, GuardEvent, Run, Tick, Turn
-from .utc import utcnow
+from .models import Claim, Daemon, Execution, GuardEvent, ModelCall, ProviderCapability, Run, Tick, TickEvent, Turn
+from .utc import aware, sqlite_text, utcnow
 
 if TYPE_CHECKING:
     from .config import Config
+
+# Tick lifecycle lines (received, busy, claimed, settled, finished): INFO in workers and daemons.
+tick_log = logging.getLogger("pipeline.ticks")
 
 # pg_advisory_xact_lock key every write transaction of a PostgreSQL ledger takes ("LEDGERW").
 _PG_WRITE_LOCK_KEY = 0x4C45444745525701
@@ -128,7 +132,8 @@ class Ledger:
         self._lock = _write_lock(url) if self.is_sqlite else threading.Lock()
         # Records of what the model *said* (turns, opened executions) ride along with the next
         # write instead of paying a commit (an fsync) each; facts are never deferred.
-        self._deferred: list[tuple[SQLModel, Turn | None]] = []
+        # (record, parent, attribute): ``record.<attribute>`` is set to the parent's id once it is flushed.
+        self._deferred: list[tuple[SQLModel, SQLModel | None, str]] = []
         self._deferred_lock = threading.Lock()
         self._seq: dict[str, int] = {}
         try:
@@ -168,9 +173,9 @@ class Ledger:
                         # read-then-write (the next registration number) is never raced.
                         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_WRITE_LOCK_KEY})")
                     with Session(bind=conn, expire_on_commit=False) as session:
-                        for obj, turn in deferred:
-                            if turn is not None:
-                                obj.turn_id = turn.id  # the turn was flushed just before
+                        for obj, parent, attr in deferred:
+                            if parent is not None:
+                                setattr(obj, attr, parent.id)  # the parent was flushed just before, or committed earlier
                             session.add(obj)
                             session.flush()
                         yield session
@@ -178,7 +183,7 @@ class Ledger:
         except BaseException as exc:
             # Not committed: keep the deferred records for the next write, as new rows again
             # (the rolled-back INSERT left them looking persistent, with ids that do not exist).
-            for obj, _turn in deferred:
+            for obj, _parent, _attr in deferred:
                 if inspect(obj).has_identity:
                     make_transient(obj)
                     obj.id = None
@@ -205,10 +210,10 @@ class Ledger:
             n, self._deferred = len(self._deferred), []
         return n
 
-    def defer(self, obj: SQLModel, turn: Turn | None = None) -> None:
-        """Insert ``obj`` with the next write (``turn``: a deferred turn whose id it references)."""
+    def defer(self, obj: SQLModel, parent: SQLModel | None = None, attr: str = "turn_id") -> None:
+        """Insert ``obj`` with the next write (``parent``: a row, deferred or not, whose id goes in ``obj.<attr>``)."""
         with self._deferred_lock:
-            self._deferred.append((obj, turn))
+            self._deferred.append((obj, parent, attr))
 
     def flush(self) -> None:
         """Commit deferred records now."""
@@ -225,33 +230,192 @@ class Ledger:
         self.flush()
         self.engine.dispose()
 
+    # --- outside readers ------------------------------------------------------
+
+    def checkpoint(self) -> bool:
+        """SQLite: move the WAL into the database file and truncate it, so ``ledger.db`` alone is the whole
+        ledger (a copy of the file, ``datasette -i``, ``?immutable=1``). False when a reader kept it from
+        completing (it is retried at the next call); True on PostgreSQL, which has no such file."""
+        if not self.is_sqlite or self.sqlite_path is None:
+            return True
+        try:
+            with self._lock, self.engine.connect() as conn:
+                busy, _log, _done = conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                conn.rollback()
+            return not busy
+        except OperationalError:
+            return False
+
+    # --- daemons' heartbeats ------------------------------------------------------
+
+    def daemon_started(self) -> str:
+        """A row for this daemon process; returns its id for ``daemon_beat`` and ``daemon_stopped``."""
+        row = Daemon(id=f"{_me()}:{secrets.token_hex(3)}", host=socket.gethostname(), pid=os.getpid())
+        with self.write() as s:
+            s.add(row)
+        return row.id
+
+    def daemon_beat(self, daemon_id: str) -> None:
+        with self.write() as s:
+            row = s.get(Daemon, daemon_id)
+            if row is not None:
+                row.beat_at = utcnow()
+                s.add(row)
+
+    def daemon_stopped(self, daemon_id: str) -> None:
+        with self.write() as s:
+            row = s.get(Daemon, daemon_id)
+            if row is not None:
+                row.beat_at = row.stopped_at = utcnow()
+                s.add(row)
+
     # --- runs -------------------------------------------------------------
 
     def start_run(self, model: str, channel: str = "default", guard_enabled: bool = True,
-                  tick: datetime | None = None) -> Run:
+                  tick: datetime | None = None, lease_s: float | None = None) -> Run:
         """A new run row; with ``tick``, the channel's scheduled firing it serves is claimed in the same transaction.
 
         Raises TickAlreadyRun when that tick already completed. A tick still ``claimed`` belongs to a
         run that died (the caller holds the channel lock, so no live run can hold it): claimed again.
+        ``lease_s``: the claim's lease, which the run renews (``renew_lease``).
         """
         run = Run(id=new_run_id(), model=model, channel=channel, guard_enabled=guard_enabled)
         with self.write() as s:
             s.add(run)
             if tick is not None:
                 s.flush()  # the run row first: the tick references it
-                self._claim_tick(s, channel, tick, run.id)
+                self._claim_tick(s, channel, tick, run.id, lease_s)
         return run
 
-    @staticmethod
-    def _claim_tick(s: Session, channel: str, tick: datetime, run_id: str) -> None:
+    def _claim_tick(self, s: Session, channel: str, tick: datetime, run_id: str, lease_s: float | None) -> None:
         row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
         if row is not None and row.state == "done":
             raise TickAlreadyRun(f"skipped: the {tick.isoformat()} tick of channel {channel} already ran ({row.run_id})")
+        now = self.clock(s)
+        kind, detail = "claimed", None
         if row is None:
-            row = Tick(channel=channel, scheduled_for=tick, run_id=run_id, claimed_by=_me())
-        else:
-            row.attempts, row.run_id, row.claimed_by, row.claimed_at = row.attempts + 1, run_id, _me(), utcnow()
+            row = Tick(channel=channel, scheduled_for=tick, attempts=0)
+        elif row.state == "claimed":
+            kind, detail = "reclaimed", f"attempt {row.attempts + 1}; the run before, {row.run_id}, died"
+        row.state, row.attempts, row.run_id, row.claimed_by, row.claimed_at = "claimed", row.attempts + 1, run_id, _me(), now
+        row.lease_until = now + timedelta(seconds=lease_s) if lease_s else None
         s.add(row)
+        s.flush()
+        self._event(s, row, kind, detail, run_id)
+
+    @staticmethod
+    def _event(s: Session, row: Tick, kind: str, detail: str | None = None, run_id: str | None = None) -> None:
+        """One tick event, in the caller's transaction, and the same line in the log (a worker's or daemon's)."""
+        s.add(TickEvent(tick_id=row.id, run_id=run_id, kind=kind, detail=detail, actor=_me()))
+        tick_log.info("tick %s@%s %s%s%s", row.channel, row.scheduled_for.isoformat(), kind,
+                      f" (run {run_id})" if run_id else "", f": {detail}" if detail else "")
+
+    def clock(self, s: Session | None = None) -> datetime:
+        """Now on the ledger's clock: the server's on PostgreSQL (hosts' clocks differ), this host's on SQLite."""
+        if not self.is_postgres:
+            return utcnow()
+        if s is not None:
+            return aware(s.exec(text("SELECT now()")).one()[0])  # type: ignore[call-overload]
+        with self.engine.connect() as conn:
+            return aware(conn.exec_driver_sql("SELECT now()").scalar())
+
+    def tick_row(self, channel: str, tick: datetime) -> Tick | None:
+        with self.read() as s:
+            return s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
+
+    def queue_tick(self, channel: str, tick: datetime) -> bool:
+        """The daemon's row for a tick it is about to send (``queued``); False if the tick is already done."""
+        with self.write() as s:
+            row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
+            if row is not None and row.state == "done":
+                return False
+            now = self.clock(s)
+            if row is None:
+                row = Tick(channel=channel, scheduled_for=tick, state="queued", attempts=0, claimed_at=now)
+            row.queued_at = now
+            s.add(row)
+            s.flush()
+            self._event(s, row, "queued")
+        return True
+
+    def tick_event(self, channel: str, tick: datetime, kind: str, detail: str | None = None,
+                   run_id: str | None = None) -> None:
+        """Record a delivery's decision; a tick nobody queued gets its ``queued`` row first (a trace either way)."""
+        with self.write() as s:
+            row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
+            if row is None:
+                now = self.clock(s)
+                row = Tick(channel=channel, scheduled_for=tick, state="queued", attempts=0, claimed_at=now, queued_at=now)
+                s.add(row)
+                s.flush()
+            self._event(s, row, kind, detail, run_id)
+
+    def tick_events(self, tick_id: int) -> list[TickEvent]:
+        with self.read() as s:
+            return list(s.exec(select(TickEvent).where(TickEvent.tick_id == tick_id).order_by(TickEvent.id)))
+
+    def runs_of_tick(self, tick_id: int) -> list[str]:
+        """Every run that ever claimed this tick, oldest first."""
+        with self.read() as s:
+            row = s.get(Tick, tick_id)
+            ids = s.exec(select(TickEvent.run_id).where(TickEvent.tick_id == tick_id,
+                                                        TickEvent.kind.in_(("claimed", "reclaimed")))
+                         .order_by(TickEvent.id)).all()
+        out = [r for r in ids if r]
+        if row is not None and row.run_id and row.run_id not in out:
+            out.insert(0, row.run_id)  # claimed before tick_events existed
+        return out
+
+    def renew_lease(self, tick_id: int, run_id: str, lease_s: float) -> bool:
+        """Extend this run's claim on its tick to the ledger's now + ``lease_s``; False if the claim is no longer its."""
+        params: dict[str, Any]
+        if self.is_postgres:
+            sql, params = "now() + make_interval(secs => :s)", {"s": float(lease_s)}
+        else:
+            sql, params = ":until", {"until": sqlite_text(utcnow() + timedelta(seconds=lease_s))}
+        try:
+            with self._lock, self.engine.connect() as conn:
+                conn = conn.execution_options(ledger_write=True)
+                with conn.begin():
+                    done = conn.execute(text(f"UPDATE ticks SET lease_until = {sql} WHERE id = :id AND run_id = :r "
+                                             "AND state = 'claimed'"), {**params, "id": tick_id, "r": run_id})
+                    return bool(done.rowcount)
+        except SQLAlchemyError as exc:
+            raise LedgerError(f"lease of tick {tick_id} not renewed: {exc}") from None
+
+    def settle_tick(self, tick_id: int, run_id: str, outcome: str) -> None:
+        """A tick whose earlier attempt already did the work ends with that run as its outcome: done, not run again."""
+        with self.write() as s:
+            row = s.get(Tick, tick_id)
+            row.state, row.run_id, row.outcome, row.lease_until = "done", run_id, outcome, None
+            row.finished_at = self.clock(s)
+            s.add(row)
+            self._event(s, row, "settled", outcome, run_id)
+
+    def resend_due(self, channels: list[str], lease_s: float, resend_after_s: float,
+                   horizon: timedelta) -> list[tuple[str, datetime, str]]:
+        """Ticks to send again: claimed with a lapsed lease (the worker died), or queued and unclaimed for
+        ``resend_after_s`` (a broker lost it). Each is marked in the same transaction (lease or ``queued_at``
+        moved on), so of several schedulers only one sends it, once per lease. Returns (channel, tick, why)."""
+        out = []
+        with self.write() as s:
+            now = self.clock(s)
+            rows = s.exec(select(Tick).where(Tick.state != "done", Tick.scheduled_for >= now - horizon,
+                                             Tick.channel.in_(channels))).all()
+            for row in rows:
+                if row.state == "claimed" and row.lease_until is not None and row.lease_until < now:
+                    why = (f"lease lapsed {(now - row.lease_until).total_seconds():.0f} s ago "
+                           f"(run {row.run_id}, claimed by {row.claimed_by}): its worker died")
+                    row.lease_until = now + timedelta(seconds=lease_s)
+                elif row.state == "queued" and (row.queued_at or row.claimed_at) <= now - timedelta(seconds=resend_after_s):
+                    why = f"not claimed {resend_after_s:.0f} s after it was queued"
+                    row.queued_at = now
+                else:
+                    continue
+                s.add(row)
+                self._event(s, row, "requeued", why, row.run_id)
+                out.append((row.channel, row.scheduled_for, why))
+        return out
 
     def finish_run(self, run_id: str, status: str, exit_code: int, error: str | None = None) -> None:
         """Record the run's outcome; the tick it served (if any) is done with it."""
@@ -261,11 +425,20 @@ class Ledger:
             run.finished_at = utcnow()
             s.add(run)
             for tick in s.exec(select(Tick).where(Tick.run_id == run_id, Tick.state == "claimed")):
-                tick.state, tick.finished_at = "done", run.finished_at
+                tick.state, tick.finished_at, tick.lease_until = "done", run.finished_at, None
+                tick.outcome = f"run {run_id} {status} (exit {exit_code})"
                 s.add(tick)
+                self._event(s, tick, "finished", tick.outcome, run_id)
+
+    def record_turns_after_done(self, run_id: str, turns: int) -> None:
+        """Model turns the run made after done_when held and the report was recorded (the closing message)."""
+        with self.write() as s:
+            run = s.get(Run, run_id)
+            run.turns_after_done = turns
+            s.add(run)
 
     def tick_state(self, channel: str, tick: datetime) -> str | None:
-        """``claimed``, ``done``, or None when nobody claimed this firing yet."""
+        """``queued``, ``claimed``, ``done``, or None when no row exists for this firing."""
         with self.read() as s:
             row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()
             return row.state if row else None
@@ -289,6 +462,17 @@ class Ledger:
     def runs(self, limit: int = 20) -> list[Run]:
         with self.read() as s:
             return list(s.exec(select(Run).order_by(Run.started_at.desc(), Run.id.desc()).limit(limit)))
+
+    # --- provider capabilities (pipeline.probe) ----------------------------
+
+    def capability(self, model: str, api_base: str) -> ProviderCapability | None:
+        with self.read() as s:
+            return s.get(ProviderCapability, (model, api_base))
+
+    def record_capability(self, row: ProviderCapability) -> None:
+        """Store a probe's answer for (model, api_base), replacing the previous one."""
+        with self.write() as s:
+            s.merge(row)
 
     # --- turns and executions ----------------------------------------------
 
@@ -335,6 +519,12 @@ class Ledger:
         self.flush()
         with self.read() as s:
             return list(s.exec(select(Execution).where(Execution.run_id == run_id).order_by(Execution.id)))
+
+    def model_calls(self, run_id: str) -> list[ModelCall]:
+        """The model calls capabilities made in this run (``pipeline.calls``), oldest first."""
+        self.flush()
+        with self.read() as s:
+            return list(s.exec(select(ModelCall).where(ModelCall.run_id == run_id).order_by(ModelCall.id)))
 
     # --- facts, claims, guard ---------------------------------------------
 

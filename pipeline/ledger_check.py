@@ -4,17 +4,21 @@ Read-only. SQLite: ``PRAGMA integrity_check`` and ``foreign_key_check``. Postgre
 has no single equivalent: every ledger table is read in full (a damaged page fails
 the read), and each index is verified with ``amcheck``'s ``bt_index_check`` where
 that extension is installed. On both, the schema is compared with the models, so a
-ledger altered by hand (or a model changed without a revision) shows up as drift.
+ledger altered by hand (or a model changed without a revision) shows up as drift, and
+ticks that were queued or claimed but never reached an outcome are listed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import inspect
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from . import migrations
+from .utc import aware
 
 
 @dataclass
@@ -57,6 +61,7 @@ def check(engine: Engine) -> LedgerHealth:
             _postgres_integrity(conn, health, sorted(tables))
         if schema == "current":
             health.problems += _drift(conn)
+            health.problems += ticks_without_outcome(conn)
         elif schema in ("behind", "unversioned"):
             health.notes.append("the next open (or `pipeline ledger migrate`) migrates it to " + known[-1])
     return health
@@ -95,6 +100,29 @@ def _postgres_integrity(conn: Connection, health: LedgerHealth, tables: list[str
         except DBAPIError as exc:
             health.problems.append(f"index {index}: {exc.orig}")
     health.notes.append(f"read every row of {len(tables)} tables; amcheck verified {len(indexes)} indexes")
+
+
+# A tick not done whose last sign of life (lease, queueing, claim) is older than this has no outcome:
+# its claimer is gone and no re-queue settled it (the daemon re-queues only the last day's ticks).
+STALE_TICK = timedelta(hours=1)
+
+
+def ticks_without_outcome(conn: Connection, now: datetime | None = None) -> list[str]:
+    """Ticks that were queued or claimed and never reached an outcome, one line each (newest first, at most 20)."""
+    now = now or datetime.now(timezone.utc)
+    rows = conn.execute(text(
+        "SELECT t.channel, t.scheduled_for, t.state, t.run_id, r.status, t.lease_until, t.queued_at, t.claimed_at "
+        "FROM ticks t LEFT JOIN runs r ON r.id = t.run_id WHERE t.state <> 'done' "
+        "ORDER BY t.scheduled_for DESC")).all()
+    out = []
+    for channel, tick, state, run_id, run_status, *times in rows:
+        seen = max(aware(v if not isinstance(v, str) else datetime.fromisoformat(v)) for v in times if v is not None)
+        if now - seen < STALE_TICK:
+            continue
+        tick_at = aware(tick if not isinstance(tick, str) else datetime.fromisoformat(tick)).isoformat()
+        what = (f"claimed by run {run_id} ({run_status})" if state == "claimed" else "queued, never claimed")
+        out.append(f"tick {channel}@{tick_at} has no outcome: {what}, last seen {seen.isoformat()}")
+    return out[:20] + ([f"… and {len(out) - 20} more ticks without an outcome"] if len(out) > 20 else [])
 
 
 def _drift(conn: Connection) -> list[str]:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import deadline
+from . import calls, deadline
 from .config import LLMConfig
 from .errors import ConfigError, DeadlineExceeded, ProviderUnavailableError
 from .messages import Reply, ToolCall
@@ -66,16 +66,13 @@ def is_local(model: str) -> bool:
     return model.split("/", 1)[0] in LOCAL_PROVIDERS
 
 
-def supports_json_schema(cfg: LLMConfig) -> bool:
-    """Whether the provider honours ``response_format`` json_schema (config wins over litellm's model map)."""
-    if cfg.json_schema is not None:
-        return cfg.json_schema
-    if is_local(cfg.model):
-        return True
-    try:
-        return bool(_load_litellm().supports_response_schema(model=cfg.model))
-    except Exception:  # litellm raises for models missing from its map
-        return False
+class ProviderRefused(ConfigError):
+    """The provider refused the request (exit 2); ``kind`` is litellm's exception name: a capability probe
+    reads ``BadRequestError`` as "not supported" and anything else (a wrong key) as the operator's to fix."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ChatModel:
@@ -98,24 +95,34 @@ class ChatModel:
     @traced_chat
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Reply:
+                 temperature: float | None = None, seed: int | None = None, tool_choice: str = "auto") -> Reply:
         """One completion, within ``[llm] call_deadline_s``. ``temperature`` overrides the config's for this
         call (humanize retries vary it); ``seed`` is sent only to the embedded model, whose sampler would
-        otherwise repeat itself."""
+        otherwise repeat itself. ``tool_choice = "none"`` keeps ``tools`` declared (the prompt prefix, and
+        providers that refuse a history of tool calls without them) but asks for text only."""
         what = f"model call to {self.cfg.model}"
         _load_litellm()  # seconds on a cold start: the process's cost, not the provider's, so outside its deadline
+        started = time.perf_counter()
         try:
             with deadline.limit(self.cfg.call_deadline_s, what):
-                return self._complete(messages, tools, response_format, max_tokens, temperature, seed)
+                reply = self._complete(messages, tools, response_format, max_tokens, temperature, seed, tool_choice)
         except DeadlineExceeded as exc:
             if exc.what != what:
+                calls.record(self.cfg.model, latency_ms=_since(started), error=f"deadline: {exc.what}")
                 raise  # the step's or the run's deadline: the runner reports it
+            calls.record(self.cfg.model, latency_ms=_since(started), error=f"[llm] call_deadline_s = {exc.seconds:g} s")
             raise ProviderUnavailableError(f"LLM provider for {self.cfg.model} gave no complete answer within "
                                            f"[llm] call_deadline_s = {exc.seconds:g} s") from None
+        except Exception as exc:
+            calls.record(self.cfg.model, latency_ms=_since(started), error=_short(exc))
+            raise
+        # A capability's own call (draft, humanize, brainstorm) is recorded here; the agent's are its turns.
+        calls.record(self.cfg.model, reply)
+        return reply
 
     def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                   response_format: dict[str, Any] | None, max_tokens: int | None,
-                  temperature: float | None, seed: int | None) -> Reply:
+                  temperature: float | None, seed: int | None, tool_choice: str = "auto") -> Reply:
         api_key = self._api_key()
         litellm = _load_litellm()
         if is_local(self.cfg.model):
@@ -143,13 +150,17 @@ class ChatModel:
             kwargs["api_key"] = "no-key"
         if tools:
             kwargs["tools"] = tools
-            kwargs["tool_choice"] = "auto"
+            kwargs["tool_choice"] = tool_choice
         if response_format:
             kwargs["response_format"] = response_format
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
         if seed is not None and is_local(self.cfg.model):
             kwargs["seed"] = seed
+        stream = self.cfg.stream and not is_local(self.cfg.model)
+        if stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
 
         backoff = Backoff(self.cfg.max_retries, self.cfg.backoff_s, cap_s=float("inf"), jitter=True)
         attempts = backoff.attempts
@@ -159,9 +170,10 @@ class ChatModel:
             # The read timeout never outlasts the deadline (the local provider turns it into a decode limit).
             kwargs["timeout"] = self.cfg.timeout_s if left is None else max(0.1, min(self.cfg.timeout_s, left))
             try:
-                resp = deadline.call(litellm.completion, **kwargs)
+                resp = deadline.call(_streamed if stream else litellm.completion, **kwargs)
             except fatal as exc:
-                raise ConfigError(f"[llm] model {self.cfg.model}: provider refused the request: {_short(exc)}") from None
+                raise ProviderRefused(f"[llm] model {self.cfg.model}: provider refused the request: {_short(exc)}",
+                                      type(exc).__name__) from None
             except retryable as exc:
                 if attempt == attempts:
                     raise ProviderUnavailableError(
@@ -172,6 +184,18 @@ class ChatModel:
                 continue
             return _to_reply(resp, (time.perf_counter() - started) * 1000)
         raise AssertionError("unreachable")
+
+
+def _streamed(**kwargs: Any) -> Any:
+    """A streamed completion read to its end and assembled as one response (usage from its last chunk)."""
+    litellm = _load_litellm()
+    chunks = list(litellm.completion(**kwargs))
+    if not chunks:  # the connection closed before the first event
+        raise litellm.APIConnectionError(message="the stream ended before its first chunk", llm_provider="openai",
+                                         model=kwargs["model"])
+    return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
+def _since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def _short(exc: Exception) -> str:

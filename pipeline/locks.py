@@ -66,6 +66,16 @@ def pg_conninfo(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+LEAD_PREFIX = "pipeline daemon pid "
+
+
+def lead_label() -> str:
+    """The leading daemon's session name, which ``pipeline status`` reads from any host: pid and host name."""
+    import socket
+
+    return f"{LEAD_PREFIX}{os.getpid()} on {socket.gethostname()}"
+
+
 # The lock session of the channel this thread is running, watched while the run goes on.
 _held = threading.local()
 WATCH_INTERVAL_S = 2.0
@@ -93,24 +103,27 @@ def _watch(conn: Any, stop: threading.Event, owner: _Lease, what: str) -> None:
 
 
 @contextmanager
-def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool = False) -> Iterator[Any]:
+def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool = False,
+            label: str | None = None) -> Iterator[Any]:
     """Hold advisory lock ``name`` on the server at ``url`` on a dedicated session; yields that connection.
 
     ``wait=False``: raise ChannelLocked at once if another session holds it.
     ``watch``: check the session every few seconds; ``lost_lock()`` says when it died.
+    ``label``: the session's application_name (what others see of the holder), default "pipeline WHAT pid N".
     """
     import psycopg
 
     key = advisory_key(name)
     conn = psycopg.connect(pg_conninfo(url), autocommit=True, connect_timeout=10,
-                           application_name=f"pipeline {what} pid {os.getpid()}"[:63])
+                           application_name=(label or f"pipeline {what} pid {os.getpid()}")[:63])
     try:
         if wait:
             conn.execute("SELECT pg_advisory_lock(%s)", (key,))
         elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:  # type: ignore[index]  # always one row
             holder = conn.execute(
                 "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid",
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid = %s::oid AND l.objid = %s::oid "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",  # locks are per database
                 ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
             raise ChannelLocked(f"skipped: locked ({what} is held by {holder[0] if holder else 'another session'})")
         if not watch:

@@ -17,7 +17,8 @@ to ``[metrics] pushgateway_url``.
     pipeline_last_success_timestamp_seconds{channel}       end of the last run that ended "done"
     pipeline_publish_attempts_total{target,status}         publications by platform and outcome
     pipeline_model_turns_total{model,served_model,kind}    assistant turns: tool_calls or prose
-    pipeline_tokens_total{model,type}                      prompt / completion tokens
+    pipeline_side_calls_total{model,capability}            model calls made by capabilities (draft, humanize, …)
+    pipeline_tokens_total{model,type}                      prompt / completion tokens of every model call
 """
 
 from __future__ import annotations
@@ -156,10 +157,21 @@ class LedgerCollector:
                 acc = by_model.setdefault(model, [0, 0])
                 acc[0] += prompt or 0
                 acc[1] += completion or 0
+            side = CounterMetricFamily("pipeline_side_calls", "Model calls made by capabilities, not agent turns.",
+                                       labels=["model", "capability"])
+            if reader.has_table("model_calls"):
+                for model, capability, n, prompt, completion in q(
+                        "SELECT requested_model, capability, COUNT(*), SUM(COALESCE(prompt_tokens, 0)), "
+                        "SUM(COALESCE(completion_tokens, 0)) FROM model_calls GROUP BY requested_model, capability"):
+                    side.add_metric([model or "", capability], n)
+                    acc = by_model.setdefault(model or "", [0, 0])
+                    acc[0] += prompt or 0
+                    acc[1] += completion or 0
             for model, (prompt, completion) in sorted(by_model.items()):
                 tokens.add_metric([model, "prompt"], prompt)
                 tokens.add_metric([model, "completion"], completion)
             yield turns
+            yield side
             yield tokens
         finally:
             reader.close()

@@ -5,11 +5,14 @@ queried on its own:
 
     runs ─┬─ turns          every message sent to or received from the model
           ├─ executions     every capability call: arguments, result or error, ok
+          ├─ model_calls    every model call a capability made itself (draft, humanize, brainstorm)
           ├─ topics / articles / publications / registrations / reports
           │                 the business records capabilities create
           ├─ ticks          scheduled firings, claimed once before their run starts
+          │   └─ tick_events   every delivery of a tick and what was decided
           ├─ claims         what the model *said* it did, with the guard's verdict
           └─ guard_events   each nudge or failure the guard decided on
+    provider_capabilities   what a model behind an api_base was probed to honour (pipeline.probe)
 
 Only an ``executions`` row with ``ok = 1`` is a fact.
 
@@ -73,6 +76,8 @@ class Run(SQLModel, table=True):
     nudges: int = 0
     guard_enabled: bool = True
     error: str | None = Field(default=None, sa_column=Column(Text))
+    # Model turns after done_when held and the report was recorded (the closing message): None when it never did.
+    turns_after_done: int | None = None
 
 
 class Turn(SQLModel, table=True):
@@ -119,6 +124,29 @@ class Execution(SQLModel, table=True):
     finished_at: datetime | None = Time(default=None)
 
 
+class ModelCall(SQLModel, table=True):
+    """A model call made by a capability (a side call), with its tokens and latency.
+
+    The agent's own calls are its assistant turns; these are the rest, so that a run's model time and
+    tokens are the sum of both (``ledger show`` totals, ``pipeline stats``).
+    """
+
+    __tablename__ = "model_calls"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    # The step it served: the capability's execution (set when that row is committed with it).
+    execution_id: int | None = Field(default=None, foreign_key="executions.id", index=True)
+    capability: str
+    requested_model: str
+    served_model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float | None = None
+    finish_reason: str | None = None
+    error: str | None = Field(default=None, sa_column=Column(Text))  # the call failed (its latency: until it did)
+    created_at: datetime = Time(default_factory=utcnow)
+
+
 class Topic(SQLModel, table=True):
     __tablename__ = "topics"
     id: int | None = Field(default=None, primary_key=True)
@@ -143,6 +171,28 @@ class Article(SQLModel, table=True):
     content_hash: str
     score: float | None = None
     score_components_json: str | None = Field(default=None, sa_column=Column(Text))
+    scorer: str | None = None  # which scorer measured `score` (pipeline.scoring: method, model sha256); NULL: the heuristic before it
+    score_paragraphs_json: str | None = Field(default=None, sa_column=Column(Text))
+    # The plan it was written from (drafts), the completeness checks it passed, and (humanized) each
+    # rewritten paragraph's score before and after.
+    outline_id: int | None = None  # outlines.id (no FK constraint: SQLite would rebuild the table to add one)
+    checks_json: str | None = Field(default=None, sa_column=Column(Text))
+    paragraphs_json: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Time(default_factory=utcnow)
+
+
+class Outline(SQLModel, table=True):
+    """The draft step's plan: title, one-line thesis, 3-6 sections each with the point it makes."""
+
+    __tablename__ = "outlines"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    topic_id: int | None = Field(default=None, foreign_key="topics.id")
+    language: str
+    title: str
+    thesis: str = Field(sa_column=Column(Text, nullable=False))
+    sections_json: str = Field(sa_column=Column(Text, nullable=False))  # [{"heading": …, "point": …}, …]
+    constrained: bool = False  # produced under a JSON schema (response_format), not parsed from free text
     created_at: datetime = Time(default_factory=utcnow)
 
 
@@ -247,12 +297,47 @@ class Tick(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     channel: str
     scheduled_for: datetime = Time()
-    state: str = "claimed"  # claimed | done
-    attempts: int = 1
-    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True)
+    state: str = "claimed"  # queued | claimed | done
+    attempts: int = 1  # claims so far (0 while queued)
+    run_id: str | None = Field(default=None, foreign_key="runs.id", index=True)  # the claimant; when done, the outcome
     claimed_by: str | None = None  # host:pid of the process that claimed it last
     claimed_at: datetime = Time(default_factory=utcnow)
     finished_at: datetime | None = Time(default=None)
+    # The claim holds while its run renews this (on the ledger's clock); lapsed with the channel lock free,
+    # the claimer is dead: the tick is queued again and its dead run settled (pipeline/ticks.py).
+    lease_until: datetime | None = Time(default=None)
+    queued_at: datetime | None = Time(default=None)  # last sent to the broker (the daemon's re-queue reads it)
+    outcome: str | None = Field(default=None, sa_column=Column(Text))  # how it ended, in words
+
+
+class TickEvent(SQLModel, table=True):
+    """What happened to a tick, one row per delivery and decision: queued, busy, claimed, reclaimed, settled, noop, done."""
+
+    __tablename__ = "tick_events"
+    id: int | None = Field(default=None, primary_key=True)
+    tick_id: int = Field(foreign_key="ticks.id", index=True)
+    run_id: str | None = Field(default=None, foreign_key="runs.id")  # the run it concerns (claimed: the claimant)
+    kind: str
+    detail: str | None = Field(default=None, sa_column=Column(Text))
+    actor: str | None = None  # host:pid that recorded it
+    at: datetime = Time(default_factory=utcnow)
+
+
+class Daemon(SQLModel, table=True):
+    """One ``pipeline daemon`` process: when it started, its last heartbeat, when it stopped cleanly.
+
+    ``pipeline status`` reads the newest row: a daemon is alive while its beats are fresh (a kill -9
+    leaves ``stopped_at`` NULL and the beats stop), and ticks before ``started_at`` are not overdue.
+    In the ledger, not a file, so a standby or another host sees the same answer.
+    """
+
+    __tablename__ = "daemons"
+    id: str = Field(primary_key=True)  # host:pid:random
+    host: str
+    pid: int
+    started_at: datetime = Time(default_factory=utcnow, index=True)
+    beat_at: datetime = Time(default_factory=utcnow)
+    stopped_at: datetime | None = Time(default=None)
 
 
 class GuardEvent(SQLModel, table=True):
@@ -266,3 +351,17 @@ class GuardEvent(SQLModel, table=True):
     nudge_no: int = 0
     message: str = Field(sa_column=Column(Text, nullable=False))
     created_at: datetime = Time(default_factory=utcnow)
+
+
+class ProviderCapability(SQLModel, table=True):
+    """What one model behind one endpoint honours, as probed (``pipeline.probe``); None: not known."""
+
+    __tablename__ = "provider_capabilities"
+    model: str = Field(primary_key=True)
+    api_base: str = Field(primary_key=True, default="")  # "" for the provider's default endpoint
+    json_schema: bool | None = None
+    tools: bool | None = None
+    usage: bool | None = None
+    served_model: str | None = None  # what the endpoint said it served: a change means a new provider
+    error: str | None = Field(default=None, sa_column=Column(Text))  # the probe failed: asked again next time
+    probed_at: datetime = Time(default_factory=utcnow)

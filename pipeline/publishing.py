@@ -275,8 +275,9 @@ def publish_article(ctx: RunContext, article_id: int) -> dict:
         raise CapabilityError(f"no article {article_id} in this run; pass the article_id returned by humanize")
     if article.kind != "humanized":
         raise CapabilityError(f"article {article_id} is a draft; call humanize and publish the article_id it returns")
-    threshold = ctx.cfg.humanize.threshold
-    if article.score is None or article.score < threshold:
+    threshold = ctx.cfg.humanize.pass_mark(article.language)
+    # Below the threshold only an editor's approval publishes it (humanize held it for review).
+    if (article.score is None or article.score < threshold) and ctx.approved_by is None:
         raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; "
                               f"call humanize again with the draft's article_id {article.parent_id}")
 

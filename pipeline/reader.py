@@ -95,12 +95,31 @@ class _Reads:
     def executions(self, run_id: str) -> list[SimpleNamespace]:
         return self.rows("SELECT * FROM executions WHERE run_id = :r ORDER BY id", r=run_id)
 
+    def model_calls(self, run_id: str) -> list[SimpleNamespace]:
+        """Capabilities' own model calls (``pipeline.calls``); none in a ledger from before revision 0016."""
+        if not self.has_table("model_calls"):
+            return []  # read as it is, not migrated
+        return self.rows("SELECT * FROM model_calls WHERE run_id = :r ORDER BY id", r=run_id)
+
+    def has_table(self, name: str) -> bool:
+        """Whether the ledger has this table (a read command reads an older ledger without migrating it)."""
+        if self.is_sqlite:
+            return bool(self.scalar("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = :n", n=name))
+        return self.scalar("SELECT to_regclass(:n) IS NOT NULL", n=name) is True
+
     def facts(self, run_id: str) -> list[Fact]:
         return [fact_from_execution(ex.capability, ex.id, ex.result_json, ex.finished_at)
                 for ex in self.executions(run_id) if ex.ok]
 
     def claims(self, run_id: str) -> list[SimpleNamespace]:
         return self.rows("SELECT * FROM claims WHERE run_id = :r ORDER BY id", r=run_id)
+
+    def article(self, article_id: int) -> SimpleNamespace | None:
+        found = self.rows("SELECT * FROM articles WHERE id = :id", id=article_id)
+        return found[0] if found else None
+
+    def articles(self, run_id: str) -> list[SimpleNamespace]:
+        return self.rows("SELECT * FROM articles WHERE run_id = :r ORDER BY id", r=run_id)
 
     def guard_events(self, run_id: str) -> list[SimpleNamespace]:
         return self.rows("SELECT * FROM guard_events WHERE run_id = :r ORDER BY id", r=run_id)

@@ -37,3 +37,15 @@ def ledger_for(cfg: Config) -> Ledger:
         if cfg.ledger_url not in _ledgers:
             _ledgers[cfg.ledger_url] = Ledger.of(cfg)
         return _ledgers[cfg.ledger_url]
+
+
+def checkpoint_all() -> None:
+    """Fold each open SQLite ledger's WAL back into its file (a worker stopping, or between runs): a copy
+    of ``ledger.db`` or an immutable reader then sees every row. Never raises: it is housekeeping."""
+    with _lock:
+        ledgers = list(_ledgers.values())
+    for ledger in ledgers:
+        try:
+            ledger.checkpoint()
+        except Exception:  # a ledger that cannot be reached now is checkpointed next time
+            pass

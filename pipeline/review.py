@@ -44,11 +44,12 @@ CALL_PREFIX = "review:"
 def write_preview(cfg: Config, run_id: str, article: Article) -> Path:
     """The would-be post as a page of a one-post local site under ``preview_dir/<run>``; returns the page's path."""
     from .content import slugify
+    from .disclosure import Disclosure
     from .publishers.local import LocalSitePublisher
 
     directory = cfg.path(cfg.publish.preview_dir) / run_id
     site = LocalSitePublisher(directory, directory.as_uri(), title=f"Preview · run {run_id}",
-                              author=cfg.publish.local.author)
+                              author=cfg.publish.local.author, disclosure=Disclosure.of(cfg))
     slug = slugify(article.title, f"a{article.id}")
     published = site.publish(key=f"preview-{run_id}", slug=slug, title=article.title, body_markdown=article.body,
                              content_hash=article.content_hash)

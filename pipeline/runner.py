@@ -10,6 +10,7 @@ ledger untouched.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -17,7 +18,7 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime
 
-from . import deadline, disk, redact, registry, shutdown, tracing, validate
+from . import deadline, disk, redact, registry, scoring, shutdown, tracing, validate
 from .agent import AgentLoop
 from .alerts import Alerter
 from .claims import ClaimRules
@@ -32,6 +33,7 @@ from .metrics import export_after_run
 from .prompts import Prompts
 from .publishers import get_publisher
 from .states import RunStatus
+from .ticks import LeaseKeeper, settle_before_run
 from .tools import RunContext
 from .utc import sqlite_text, utcnow
 
@@ -56,7 +58,9 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
         from .local.provider import prepare
 
         prepare(cfg.state_dir)  # runtime installed, weights assembled and checked: exit 2 here, not mid-run
-    for name in ("system.md", "task.md", "draft.md", "humanize.md", f"nudges.{cfg.agent.language}.toml"):
+    suffix = ".zh.md" if cfg.draft.language == "zh" else ".md"
+    for name in ("system.md", "task.md", f"nudges.{cfg.agent.language}.toml", f"parts.{cfg.draft.language}.toml",
+                 *(base + suffix for base in ("outline", "section", "rewrite"))):
         prompts._raw(name)
     return rules
 
@@ -96,13 +100,26 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
     # other hosts.)
     for run_id in ledger.mark_crashed(channel):
         alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
+    if tick is not None:
+        # A tick ends on business state: an earlier attempt that published is settled, not run again.
+        settle_before_run(cfg, ledger, alerter, channel, tick)
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
+    scoring.configure(cfg.state_dir, cfg.path(cfg.humanize.scoring_model) if cfg.humanize.scoring_model else None)
     tools = registry.toolbox()
-    run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick)
+    run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick,
+                           lease_s=cfg.engine.lease_s)
     _track(run.id, ledger)
+    lease = contextlib.ExitStack()
+    if tick is not None:
+        claim = ledger.tick_row(channel, tick)
+        assert claim is not None and claim.id is not None
+        lease.enter_context(LeaseKeeper(ledger, claim.id, run.id, cfg.engine.lease_s))
+        if claim.attempts > 1:
+            alerter.alert(channel, run.id, "tick re-claimed", f"the {tick.isoformat()} tick, attempt {claim.attempts}: "
+                                                              "the run before died without publishing; running it again")
     alerter.started(run.id, channel, cfg.llm.model)
     ctx = RunContext(run.id, cfg, ledger, llm, prompts, dry_run=dry_run)
-    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.threshold)
+    guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.pass_mark(cfg.draft.language))
     observer = observer or RunObserver()
     observer.started(run.id, cfg.llm.model, channel)
     code: int
@@ -136,6 +153,8 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
         else:  # a bug: record it, keep the traceback in the log
             log.error("run %s crashed:\n%s", run.id, traceback.format_exc())
             status, code, error = RunStatus.ERROR, ExitCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+    finally:
+        lease.close()  # the claim's renewal stops with the run's work; _finish marks its tick done
     status, code, error = _finish(ledger, run.id, status, int(code), error)
     tracing.end(span, error if status != RunStatus.DONE else None, **{"pipeline.run.status": status, "pipeline.exit_code": int(code)})
     if status != RunStatus.DONE:

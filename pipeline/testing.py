@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import calls
 from .config import LLMConfig
 from .errors import ProviderUnavailableError
 from .llm import Reply
@@ -60,6 +61,7 @@ class Request:
     temperature: float | None = None  # the temperature the provider would get (the config's unless overridden)
     seed: int | None = None
     n: int = 0  # 1 for the model's first call, 2 for its second ...
+    tool_choice: str = "auto"  # "none": the agent's closing turn (the work is done; text only)
 
     @property
     def kind(self) -> str:
@@ -126,10 +128,11 @@ class ScriptedModel:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None) -> Reply:
+                 temperature: float | None = None, seed: int | None = None, tool_choice: str = "auto") -> Reply:
         started = time.perf_counter()
         request = Request(copy.deepcopy(messages), copy.deepcopy(tools), copy.deepcopy(response_format), max_tokens,
-                          self.cfg.temperature if temperature is None else temperature, seed, len(self.requests) + 1)
+                          self.cfg.temperature if temperature is None else temperature, seed, len(self.requests) + 1,
+                          tool_choice)
         self.requests.append(request)
         if self.queue:
             answer = self.queue.popleft()
@@ -139,6 +142,7 @@ class ScriptedModel:
             raise ScriptExhausted(f"scripted model called {request.n} time(s), more than scripted; "
                                   f"last call ({request.kind}): {messages[-1] if messages else None!r}")
         if isinstance(answer, BaseException):
+            calls.record(self.cfg.model, latency_ms=(time.perf_counter() - started) * 1000, error=repr(answer))
             raise answer
         reply = as_reply(answer)
         if reply.served_model is None:
@@ -151,6 +155,7 @@ class ScriptedModel:
             reply.finish_reason = "tool_calls" if reply.tool_calls else "stop"
         if not reply.latency_ms:
             reply.latency_ms = max((time.perf_counter() - started) * 1000, 0.001)
+        calls.record(self.cfg.model, reply)  # as ChatModel does: a capability's own call is in the ledger
         return reply
 
 

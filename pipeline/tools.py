@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from . import calls
 from .claims import Lexicon
 from .errors import CapabilityError, ToolArgumentsError
 from .messages import ToolCall
@@ -197,7 +198,8 @@ class Toolbox:
 
         execution = ctx.ledger.open_execution(ctx.run_id, turn, call.id, cap.name, args.model_dump_json())
         try:
-            result = cap.fn(ctx, **args.model_dump())
+            with calls.step(ctx.ledger, ctx.run_id, execution):  # its own model calls are recorded with it
+                result = cap.fn(ctx, **args.model_dump())
         except CapabilityError as exc:
             ctx.ledger.close_execution(execution, ok=False, error=str(exc))
             return ToolResult(False, {"error": str(exc)})

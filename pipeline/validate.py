@@ -3,7 +3,8 @@
 ``config.load`` already checks values (types, ranges, time zones). This adds
 what only the host can answer: can the ledger be opened (the file is SQLite,
 its directory writable), can the lock, site and report directories be
-written, is the backlog readable text, does each channel's schedule parse.
+written, is the backlog there and readable text, does each channel's schedule parse,
+does litellm know the model (``pipeline.modelcheck``, from its data files).
 Each failure is a ``ConfigError`` (exit 2) naming the file or key; nothing
 here imports litellm or migrates the ledger, so it takes milliseconds.
 
@@ -68,7 +69,8 @@ def _backlog(cfg: Config) -> None:
         return
     path = cfg.path(cfg.topic.backlog)
     if not path.exists():
-        return  # an absent backlog is allowed: feeds and brainstorming follow
+        # A named backlog that is not there is a mistake, not an empty list: the run would make a topic up.
+        raise ConfigError(f'[topic] backlog: no such file {path} (backlog = "" to use only feeds and brainstorming)')
     try:
         path.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -99,3 +101,21 @@ def upfront(cfg: Config) -> None:
         _writable_dir(cfg.path(cfg.report.markdown_dir), "[report] markdown_dir")
     _backlog(cfg)
     _schedules(cfg)
+    from . import modelcheck
+
+    modelcheck.check(cfg.llm.model, cfg.llm.api_base, cfg.llm.model_check)
+    _scoring_model(cfg)
+
+
+def _scoring_model(cfg: Config) -> None:
+    """The humanize score runs on this host whatever model writes: its weights must be here (not loaded)."""
+    if cfg.humanize.scoring_model:
+        path = cfg.path(cfg.humanize.scoring_model)
+        if not path.is_file():
+            raise ConfigError(f"[humanize] scoring_model: {path} does not exist")
+        return
+    from .local import assets
+
+    target = cfg.state_dir / "models" / assets.SCORER.filename
+    if not target.is_file():
+        assets.part_files(assets.SCORER)  # ConfigError naming the missing package and the install command

@@ -23,6 +23,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(proxy, None)
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+# The suite scores with the stylometric baseline (no model load, in this process and in every CLI
+# subprocess); tests/test_score_model.py is the tier that loads the real scoring model.
+os.environ["PIPELINE_SCORER"] = "stylometric"
 
 # Fixtures that need a service (PostgreSQL, a broker): a test using one is marked ``services``.
 SERVICE_FIXTURES = {"pg_url"}

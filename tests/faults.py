@@ -13,6 +13,10 @@ no fault hooks:
   answered, before the ledger recorded it; ``wechat_after_published`` / ``wechat_after_failed``:
   the publish task's status (0 / 3) came back, unrecorded.
 
+* the step boundaries in ``STEPS`` (``before_topic`` … ``after_report``), for killing a worker mid-run;
+  with ``PIPELINE_FAULT_ONCE=<path>`` only the first process to reach the point dies, and with
+  ``PIPELINE_FAULT_SCOPE=group`` it takes its whole process group along (a worker's parent and children).
+
 Processes that cannot be given code (``pipeline`` CLI runs) start as ``python tests/faults.py ARGS``:
 it arms the point named in the environment, then runs the CLI with ARGS.
 """
@@ -29,8 +33,56 @@ from typing import Any
 ENV = "PIPELINE_FAULT"
 
 
+ONCE_ENV = "PIPELINE_FAULT_ONCE"  # a path: the fault fires only in the process that creates it
+SCOPE_ENV = "PIPELINE_FAULT_SCOPE"  # "group": the whole process group dies (a worker's parent and children)
+
+# Step boundaries of a run, for the fault bench and the worker tests (see ``_step``).
+STEPS = ("before_topic", "after_draft", "after_humanize", "after_verified", "after_register", "after_report")
+
+
 def _die() -> None:
+    once = os.environ.get(ONCE_ENV)
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return  # fired already: this process (a redelivery, a restarted worker) lives on
+    if os.environ.get(SCOPE_ENV) == "group":
+        import signal
+
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # parent and children at once, as an OOM kill or a power cut
     os._exit(137)
+
+
+def _step(name: str) -> None:
+    """``before_topic``: the topic capability is about to run; ``after_X``: X's execution committed ok;
+    ``after_verified``: the publication row committed ``verified`` (before publish's execution closes)."""
+    from pipeline.ledger import Ledger
+
+    if name == "after_verified":
+        publishing = importlib.import_module("pipeline.publishing")
+        _after(publishing, "_settle", lambda row: row.status == "verified")
+    elif name == "before_topic":
+        opened = Ledger.open_execution
+
+        @functools.wraps(opened)
+        def open_execution(self: Any, run_id: str, turn: Any, call_id: Any, capability: str, arguments: str) -> Any:
+            if capability == "topic":
+                _die()
+            return opened(self, run_id, turn, call_id, capability, arguments)
+
+        Ledger.open_execution = open_execution  # type: ignore[method-assign]
+    else:
+        step = name.removeprefix("after_")
+        closed = Ledger.close_execution
+
+        @functools.wraps(closed)
+        def close_execution(self: Any, ex: Any, ok: bool, *args: Any, **kwargs: Any) -> Any:
+            closed(self, ex, ok, *args, **kwargs)
+            if ok and ex.capability == step:
+                _die()
+
+        Ledger.close_execution = close_execution  # type: ignore[method-assign]
 
 
 def _after(owner: Any, attr: str, when: Callable[[Any], bool] = lambda _result: True) -> None:
@@ -62,7 +114,9 @@ def arm(name: str | None = None) -> None:
     name = name if name is not None else os.environ.get(ENV)
     if not name:
         return
-    if name == "crash_after_platform_call":
+    if name in STEPS:
+        _step(name)
+    elif name == "crash_after_platform_call":
         publish = importlib.import_module("pipeline.publishing")
 
         _after(publish, "_call_platform")

@@ -34,6 +34,9 @@ Scenarios:
     echo              honest, but a rewrite returns the draft word for word until told it did
     text_placeholder  first writes publish as text with a placeholder ("article_id": <article_id>),
                       then follows the step the nudge names (honest)
+    keeps_going       honest up to the report, then calls topic again on every turn, tool_choice "none"
+                      or not (the real 1.5B model did: 17 turns after the report, until max_turns)
+    keeps_going_text  the same, but writes the topic call as a ```json block after the report
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ from pipeline.testing import (
 )
 
 FLAKY_FAILURES = 2
+# Scenarios whose provider honours response_format JSON schemas (what a capability probe finds out).
+FOLLOWS_SCHEMAS = ("prose_until_schema",)
 
 INCIDENT_TEXT = ("文章已生成，拟人化评分 82 分，已发布至平台，链接 https://domain/item/fake-id，"
                  "已登记到台账，登记号 CT-20260922-001。")
@@ -158,7 +163,8 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
         return honest(messages, n) if "draft" not in done else {"content": "OK."}
     if scenario == "text_call" or (scenario == "text_call_recover" and not nudged):
         step = next((s for s in ORDER if s not in done), "report")
-        return {"content": f"```json\n{json.dumps({'name': step, 'arguments': _args(step, done)})}\n```"}
+        # as llama.cpp's server returns it from the 1.5B model: indented, in a fence, finish_reason stop
+        return {"content": f"```json\n{json.dumps({'name': step, 'arguments': _args(step, done)}, indent=2)}\n```"}
     if scenario == "text_call_recover":
         return honest(messages, n)
     if scenario == "unknown_tool":
@@ -187,6 +193,12 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
         if nudged:
             return honest(messages, n)
         return {"content": '```json\n{"name": "publish", "arguments": {"article_id": <article_id>}}\n```'}
+    if scenario in ("keeps_going", "keeps_going_text"):
+        if "report" not in done:
+            return honest(messages, n)
+        if scenario == "keeps_going":
+            return _call("topic", {}, n)
+        return {"content": '```json\n{"name": "topic", "arguments": {}}\n```'}
     if scenario == "negation":
         reply = honest(messages, n)
         if "content" in reply:
@@ -199,20 +211,113 @@ def respond(scenario: str, messages: list[dict[str, Any]], tools: list[dict[str,
             response_format: dict[str, Any] | None, n: int) -> dict[str, Any]:
     """The scenario's answer to one request, as an OpenAI-style assistant message (``content``, ``tool_calls``)."""
     fmt = (response_format or {}).get("json_schema", {})
+    if fmt.get("name") == "capability_probe":  # pipeline.probe: the schema alone names the token to return
+        if scenario in FOLLOWS_SCHEMAS:
+            return {"content": json.dumps({"probe": fmt["schema"]["properties"]["probe"]["enum"][0]})}
+        return {"content": "Sure! Here is a JSON object: {\"ok\": true}"}
     if fmt.get("name") == "tool_decision":
         return decision_turn(scenario, messages)
     if tools:
         return agent_turn(scenario, messages, n)
+    if fmt.get("name") == "article_outline":
+        return {"content": json.dumps(outline_for(messages[-1]["content"]))}
     if response_format:  # topic brainstorming, JSON-schema constrained
         return {"content": json.dumps({"candidates": [
             {"title": f"Brainstormed topic {n}", "angle": "an angle"},
             {"title": f"Another idea {n}", "angle": "another angle"}]})}
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    user = messages[-1]["content"] if messages else ""
+    if "<topic>" in user and "JSON" in user:  # the draft's outline (free text: scripted models have no json_schema)
+        return {"content": json.dumps(outline_for(user))}
     if "editor" not in system.lower():
-        return {"content": DRAFT}
-    if scenario == "echo" and "word for word" not in messages[-1]["content"]:
-        return {"content": messages[-1]["content"]}  # the article it was given, unchanged
-    return {"content": LOWSCORE if scenario == "lowscore" else HUMANIZED}
+        return {"content": part_for(user)}
+    paragraph = user.split("Paragraph:\n", 1)[-1].split("\n\nYour previous rewrite", 1)[0].strip()
+    if scenario == "echo" and "original's text" not in user:
+        return {"content": paragraph}  # the paragraph it was given, unchanged
+    if scenario == "lowscore":
+        return {"content": LOWSCORE.split("\n\n", 1)[1].replace("\n", " ").strip()}
+    return {"content": rewrite_of(paragraph)}
+
+
+# The scripted draft: an outline naming the topic, then parts from a pool of distinct sentences (no two
+# paragraphs alike), so the article passes every completeness check at the test configs' length.
+POOL = [
+    "We cut the nightly build from 40 minutes to 9, and most of it was boring work.",
+    "Nobody planned it.",
+    "The cache was keyed on a lockfile we regenerated on every run, so each job started cold and fetched half the internet again.",
+    "Fixing the key took one afternoon.",
+    "A third of the tests waited on a two-second sleep that nobody remembered adding.",
+    "We deleted the sleeps, and the flaky failures went with them, which surprised everyone except the person who had added them.",
+    "Measure first.",
+    "Our profiler showed the linker spending ninety seconds on debug symbols nobody ever read.",
+    "Turning them off for nightly jobs saved more than the new build machines would have.",
+    "That stung a little.",
+    "Docker layers were rebuilt from scratch because a timestamp file sat near the top of the Dockerfile.",
+    "Moving it down one line kept twelve layers warm.",
+    "The artifact upload ran serially over a slow link to a bucket in another region, one file after another, for eleven minutes.",
+    "Parallel uploads fixed that in a morning.",
+    "Then we stopped building documentation at night, since the docs job had its own schedule anyway.",
+    "People noticed the green builds before they noticed the speed.",
+    "A fast build that fails at random is still a slow build, because someone has to rerun it and wait.",
+    "We kept a spreadsheet of every change and its effect, which made the boring fixes easy to defend.",
+    "Some ideas did nothing.",
+    "Splitting the test suite across four runners helped less than we hoped, because setup dominated each shard.",
+    "We merged two shards back and lost almost nothing.",
+    "The biggest single win was a deletion: an old integration job that tested a service we had retired in spring.",
+    "It had run every night for a year.",
+    "Nobody owned it, so nobody had turned it off.",
+    "Ownership turned out to matter as much as tooling, since every job now has a name next to it in the config.",
+    "When a job slows down, that person gets a message the next morning.",
+    "Most weeks nothing happens.",
+    "When something does, the fix is usually a line or two, found within the hour by the person who knows the job.",
+    "So the lesson is dull and reliable: look at where the minutes go, then remove what nobody needs.",
+    "The nightly build now finishes before the first coffee, and it stays green.",
+    "If your build is slow, start with the cache key and the sleeps.",
+    "You will probably find your own forgotten job too.",
+]
+
+
+# One more paragraph per section, when a draft is short of its length floor.
+EXTRA = {
+    "The cache key": "A second look at the key found a timestamp in it as well. Removing that kept caches warm across branches.",
+    "Sleeps and flaky tests": "We also added a lint rule that rejects new sleeps in tests. It has fired twice since.",
+    "Uploads and layers": "The base image now rebuilds once a week, on Sunday night. Nobody has complained.",
+    "Owners for every job": "Owners rotate each quarter, so the knowledge spreads. The handover note is one page.",
+}
+
+
+def outline_for(user: str) -> dict:
+    title = re.search(r"<topic>(.*?)</topic>", user, re.S)
+    topic = title.group(1).strip() if title else "Why our nightly builds got faster"
+    return {"title": topic, "thesis": f"{topic}: measuring where the build time went and deleting waste did it.",
+            "sections": [{"heading": h, "point": p} for h, p in (
+                ("The cache key", "A wrong cache key made every job start cold."),
+                ("Sleeps and flaky tests", "Forgotten sleeps cost minutes and caused failures."),
+                ("Uploads and layers", "Serial uploads and cold layers wasted time."),
+                ("Owners for every job", "Every job needs an owner who notices when it slows down."))]}
+
+
+def part_for(user: str) -> str:
+    """The scripted text of one draft part, chosen by the part the request names."""
+    if user.startswith("Write the opening"):
+        return " ".join(POOL[0:3])
+    section = re.match(r"Write section (\d+) of", user)
+    if section:
+        k = int(section.group(1)) - 1
+        start = 3 + 6 * k
+        return " ".join(POOL[start:start + 3]) + "\n\n" + " ".join(POOL[start + 3:start + 6])
+    if user.startswith("Write the closing"):
+        return " ".join(POOL[27:30])
+    if "one more paragraph" in user:
+        heading = re.search(r'Section "(.*?)" so far', user)
+        return EXTRA.get(heading.group(1) if heading else "", " ".join(POOL[30:32]))
+    return " ".join(POOL[27:30])
+
+
+def rewrite_of(paragraph: str) -> str:
+    """A rewrite that keeps every fact: the paragraph's sentences in reverse order, after a short opener."""
+    sentences = re.split(r"(?<=[.!?])\s+", paragraph.strip())
+    return "Here is the thing. " + " ".join(reversed(sentences)) if len(sentences) > 1 else f"Plainly put: {paragraph}"
 
 
 def served_model(scenario: str) -> str:

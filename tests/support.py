@@ -54,12 +54,25 @@ url = "{ledger_url}"
 [topic]
 backlog = "{backlog or REPO / 'topics.txt'}"
 
+[draft]
+# The scripted article (tests/scenarios.py) is about 400 words: a short target keeps fixtures small.
+target_words = 240
+target_chars = 480
+
 [publish.local]
 dir = "site"
 base_url = "http://127.0.0.1:8765"
 {extra}
 """, encoding="utf-8")
     return path
+
+
+def rewrite_calls(ledger: Ledger, run_id: str) -> int:
+    """The paragraph rewrites humanize asked the model for in a run (one call per attempt)."""
+    import json
+
+    [execution] = [e for e in ledger.executions(run_id) if e.capability == "humanize"]
+    return sum(len(p["attempts"]) for p in json.loads(execution.result_json)["paragraphs"])
 
 
 class Harness:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -106,7 +107,8 @@ def test_overlapping_run_exits_75_at_once_and_writes_nothing(tmp_path, fake_llm)
                               text=True, timeout=30, env={**os.environ, KEY_ENV: "x"})
         elapsed = time.monotonic() - started
     assert proc.returncode == 75
-    assert proc.stdout == "" and proc.stderr.strip().startswith("skipped: locked")
+    # Off a terminal the line starts with its time (issue 25): cron logs say when.
+    assert proc.stdout == "" and re.match(r"^\d{4}-\d\d-\d\dT\S+ skipped: locked", proc.stderr.strip())
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "ledger.db").exists() and not (tmp_path / "site").exists()
     print(f"overlapping run exited 75 after {elapsed:.2f} s (process start included)")
@@ -345,7 +347,10 @@ def test_status_reports_each_channel_and_fails_on_a_failed_run(harness, monkeypa
 
 
 def test_status_overdue_when_a_tick_passed_without_a_run(tmp_path, fake_llm):
-    path = write_config(tmp_path, fake_llm.api_base, "honest", '\n[daemon]\ncron = "*/5 * * * *"\noverdue_after_s = 60\n')
+    # A cron deployment declared a day ago: the last */5 tick, more than a minute old, had no run.
+    since = (datetime.now(timezone.utc) - timedelta(days=1)).isoformat()
+    path = write_config(tmp_path, fake_llm.api_base, "honest", '\n[daemon]\ncron = "*/5 * * * *"\noverdue_after_s = 60\n'
+                        f'scheduler = "cron"\ncron_since = "{since}"\n')
     [row] = channel_status(config_mod.load(path, environ={}))
     assert row.overdue and row.last_run is None
     proc = subprocess.run([sys.executable, "-m", "pipeline", "status", "--json", "--config", str(path)],

@@ -141,13 +141,14 @@ def test_ledger_show_prints_results_once_totals_full_and_json(harness):
     register = next(e for e in ledger.executions(outcome.run_id) if e.capability == "register")
     number = json.loads(register.result_json)["registration_no"]
     assert text.count(f'"registration_no": "{number}"') == 1  # once, not as execution and again as tool turn
-    assert re.search(r"totals \d+ model turns, \d+\+\d+ tokens", text)
+    assert re.search(r"totals \d+ model calls \(\d+ turns, \d+ by capabilities\), \d+\+\d+ tokens", text)
     system = ledger.turns(outcome.run_id)[0].content
     assert len(system) > 400 and system not in text and "--full shows all" in text
     assert system.replace("\n", "\n   ") in invoke("ledger", "show", "--full", "--config", path).stdout  # indented, whole
     data = json.loads(invoke("ledger", "show", "--json", "--config", path).stdout)
     assert data["run"]["id"] == outcome.run_id and data["totals"]["model_turns"] >= 6
-    assert data["totals"]["prompt_tokens"] == sum(t["prompt_tokens"] or 0 for t in data["turns"] if t["role"] == "assistant")
+    assert data["totals"]["prompt_tokens"] == (sum(t["prompt_tokens"] or 0 for t in data["turns"] if t["role"] == "assistant")
+                                               + sum(c["prompt_tokens"] or 0 for c in data["model_calls"]))
 
 
 # --- item 8: claims check and ledger diff share verdicts; unjudged is not clean ------------

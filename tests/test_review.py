@@ -152,7 +152,18 @@ def test_review_cli_lists_shows_and_rejects(harness):
     listed = cli(harness, "review", "list")
     assert listed.returncode == 0 and outcome.run_id in listed.stdout and "preview:" in listed.stdout
     shown = cli(harness, "review", "show", outcome.run_id)
-    assert shown.returncode == 0 and "pending" in shown.stdout and "Forty minutes" in shown.stdout
+    assert shown.returncode == 0 and "pending" in shown.stdout and "the fix is usually a line or two" in shown.stdout
     assert cli(harness, "review", "show", "nope").returncode == 2
     rejected = cli(harness, "review", "reject", outcome.run_id, "--reason", "not ready", "--by", "carol")
     assert rejected.returncode == 0 and "rejected by carol" in rejected.stdout
+
+
+def test_an_article_below_the_threshold_is_held_and_only_an_editor_publishes_it(harness):
+    outcome, ledger = harness.run("honest", PIPELINE_HUMANIZE__THRESHOLD="99")
+    assert (outcome.status, outcome.exit_code) == ("incomplete", 4)
+    assert counts(ledger)["publications"] == 0 and not harness.pages
+    cfg = harness.config("honest", PIPELINE_HUMANIZE__THRESHOLD="99")
+    view, now = review.approve(cfg, ledger, outcome.run_id, "alice")
+    assert now and view.completed and counts(ledger) == {"publications": 1, "verified": 1, "registrations": 1, "reports": 1}
+    with ledger.read() as s:
+        assert (s.get(Run, outcome.run_id).status) == "done"

@@ -286,27 +286,53 @@ def test_a_standby_daemon_takes_over_when_the_leader_is_killed(tmp_path, fake_ll
     assert len({t.run_id for t in done}) == len(done)  # one run per completed tick
 
 
+def _recent_tick() -> datetime:
+    """A firing a few minutes ago: the daemon re-queues only recent ticks (``daemon.RESEND_HORIZON``)."""
+    return (datetime.now(timezone.utc) - timedelta(minutes=5)).replace(second=0, microsecond=0)
+
+
+def _age(ledger: Ledger, tick: datetime, **columns: float) -> None:
+    """Move a tick's times ``columns`` (queued_at=…, lease_until=…) that many seconds into the past."""
+    with ledger.write() as s:
+        row = s.exec(select(Tick).where(Tick.scheduled_for == tick)).one()
+        for name, seconds in columns.items():
+            setattr(row, name, getattr(row, name) - timedelta(seconds=seconds))
+        s.add(row)
+
+
 def test_a_queued_tick_the_broker_lost_is_queued_again(tmp_path, fake_llm, pg_url):
-    """Redis without persistence forgets its queues on a restart: the daemon resends unclaimed ticks."""
+    """Redis without persistence forgets its queues on a restart: the daemon resends unclaimed ticks, from the ledger."""
     from pipeline import daemon
     from pipeline.celery_engine import make_app, queue_depth
 
     path = _celery_config(tmp_path, fake_llm.api_base, pg_url, broker_url("redis"))
     cfg = config_mod.load(path, environ={KEY_ENV: "x"})
     app = make_app(cfg)
-    daemon.dispatch_channel(str(path), "alpha", T0.isoformat())
+    tick = _recent_tick()
+    ledger = Ledger(cfg.ledger_url)
+    daemon.dispatch_channel(str(path), "alpha", tick.isoformat())
+    assert ledger.tick_state("alpha", tick) == "queued"  # every tick the daemon queued has a row
     assert queue_depth(app, cfg.engine.queue) == 1
     with app.connection_for_write() as conn:  # the broker restarts and loses it
         conn.default_channel.queue_purge(cfg.engine.queue)
     assert queue_depth(app, cfg.engine.queue) == 0
     assert daemon.resend_unclaimed(str(path)) == 0  # not yet: it may still be on its way
-    daemon._queued[("alpha", T0)] -= cfg.engine.resend_after_s
+    _age(ledger, tick, queued_at=cfg.engine.resend_after_s)
     assert daemon.resend_unclaimed(str(path)) == 1
+    assert daemon.resend_unclaimed(str(path)) == 0  # queued_at moved on: once per resend_after_s
     assert queue_depth(app, cfg.engine.queue) == 1
-    # Once a worker claims it, it is no longer watched.
-    Ledger(cfg.ledger_url).start_run("openai/honest", channel="alpha", tick=T0)
-    daemon._queued[("alpha", T0)] -= cfg.engine.resend_after_s
-    assert daemon.resend_unclaimed(str(path)) == 0 and ("alpha", T0) not in daemon._queued
+    # Once a worker claims it, only a lapsed lease sends it again.
+    run = ledger.start_run("openai/honest", channel="alpha", tick=tick, lease_s=cfg.engine.lease_s)
+    _age(ledger, tick, queued_at=cfg.engine.resend_after_s)
+    assert daemon.resend_unclaimed(str(path)) == 0
+    _age(ledger, tick, lease_until=cfg.engine.lease_s + 1)
+    assert daemon.resend_unclaimed(str(path)) == 1
+    assert daemon.resend_unclaimed(str(path)) == 0  # the lease moved on: one daemon, one send per lease
+    ledger.finish_run(run.id, "done", 0)
+    _age(ledger, tick, queued_at=cfg.engine.resend_after_s)
+    assert daemon.resend_unclaimed(str(path)) == 0
+    kinds = [e.kind for e in ledger.tick_events(ledger.tick_row("alpha", tick).id)]
+    assert kinds == ["queued", "requeued", "claimed", "requeued", "finished"], kinds
     with app.connection_for_write() as conn:
         conn.default_channel.queue_purge(cfg.engine.queue)
 

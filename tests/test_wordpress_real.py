@@ -122,6 +122,11 @@ def check_public_page(url: str, title: str) -> None:
     assert "<script" not in shown.lower()
     assert html.unescape(shown).replace("“", '"').replace("”", '"') == title  # wptexturize curls the quotes
     content = re.search(r'<div[^>]*wp-block-post-content[^>]*>(.*?)</div>', page, re.S).group(1).strip()
+    # The disclosure leads (pipeline.disclosure), its AIGC metadata in a data attribute kses keeps for every role.
+    label, _, content = content.partition("</p>")
+    assert label.startswith('<p class="ai-disclosure" data-aigc="') and "This article was written by an AI" in label, label
+    assert '&quot;Label&quot;:&quot;1&quot;' in label or '"Label":"1"' in html.unescape(label)
+    content = content.strip()
     assert content.startswith("<p>Forty minutes became <strong>nine</strong>"), content[:200]
     assert "pipeline-idempotency-key" not in page and "idempotencyKey" not in page
     assert "<li>the cache key was <code>package-lock.json</code> &amp; it changed every run</li>" in content

@@ -12,6 +12,9 @@ picks, a random API key; nothing here uses it).
                                    mostly answers in prose, the failure the guard exists for
 
 Requests without tools (drafting, humanizing) are plain chat completions in both.
+
+Speculative decoding (a 0.5B draft model, ``server_params(path, draft=…)``) stays off: it is enabled
+only once ``bench/bench_speculative.py`` measures it faster on this 2-core target, which it has not yet.
 Errors a person must fix (weights or runtime not installed) are raised as
 ``litellm.BadRequestError``, which ``ChatModel`` does not retry; anything else
 litellm would report as a retryable connection error.
@@ -80,36 +83,52 @@ def prepare(data_dir: str | os.PathLike[str] | None = None) -> Path:
     return assets.model_path(Path(data_dir) if data_dir is not None else _data_dir)
 
 
+def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_tokens: int = -1,
+                  draft: Path | None = None) -> Any:
+    """llama.cpp's parameters for the embedded model: the in-process provider's, the real-server test tier's
+    (``tests/llamaserver.py``: the same server over its OpenAI-compatible HTTP listener) and
+    ``bench/bench_speculative.py``'s (``draft``: a smaller model for speculative decoding)."""
+    import xllamacpp
+
+    p = xllamacpp.CommonParams()
+    p.model.path = str(path)
+    p.n_ctx = N_CTX
+    # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
+    # cached prompt it shares most), so a drafting call in between does not evict its prefix.
+    p.n_parallel = 2
+    p.cache_prompt = True
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    for cpu in (p.cpuparams, p.cpuparams_batch):
+        cpu.n_threads = threads
+        # Busy-polling workers starve each other on small VMs: measured 0.6 tok/s with
+        # the default poll=50 against 20 tok/s with 0, on 2 cores.
+        cpu.poll = 0
+    # xllamacpp always opens an HTTP listener; keep it local, on a free port, and locked
+    # with a key (in-process calls bypass it: measured 401 over HTTP).
+    p.hostnames = ["127.0.0.1"]
+    p.port = port
+    p.api_keys = [api_key or secrets.token_hex(16)]
+    p.n_predict = max_tokens  # the server's cap on any one reply (-1: none)
+    p.ui = False
+    p.endpoint_slots = False
+    p.verbosity = -1  # llama.cpp logs would interleave with the CLI's own output
+    if draft is not None:
+        spec = p.speculative
+        spec.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        spec.draft.mparams.path = str(draft)
+        for cpu in (spec.draft.cpuparams, spec.draft.cpuparams_batch):
+            cpu.n_threads, cpu.poll = p.cpuparams.n_threads, 0
+    return p
+
+
 def _load() -> Any:
     global _server
     with _lock:
         if _server is not None:
             return _server
-        path = prepare()
         import xllamacpp
 
-        p = xllamacpp.CommonParams()
-        p.model.path = str(path)
-        p.n_ctx = N_CTX
-        # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
-        # cached prompt it shares most), so a drafting call in between does not evict its prefix.
-        p.n_parallel = 2
-        p.cache_prompt = True
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        for cpu in (p.cpuparams, p.cpuparams_batch):
-            cpu.n_threads = threads
-            # Busy-polling workers starve each other on small VMs: measured 0.6 tok/s with
-            # the default poll=50 against 20 tok/s with 0, on 2 cores.
-            cpu.poll = 0
-        # xllamacpp always opens an HTTP listener; keep it local, on a free port, and locked
-        # with a key nobody holds (in-process calls bypass it: measured 401 over HTTP).
-        p.hostnames = ["127.0.0.1"]
-        p.port = 0
-        p.api_keys = [secrets.token_hex(16)]
-        p.ui = False
-        p.endpoint_slots = False
-        p.verbosity = -1  # llama.cpp logs would interleave with the CLI's own output
-        _server = xllamacpp.Server(p)
+        _server = xllamacpp.Server(server_params(prepare()))  # a key nobody holds
         atexit.register(_close)
         return _server
 

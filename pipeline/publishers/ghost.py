@@ -10,6 +10,12 @@ own format and drops comments, so the idempotency key and content hash ride
 in the post's ``codeinjection_head`` as ``<meta>`` tags, which Ghost keeps
 verbatim; ``find`` reads them back. Like WordPress, Ghost renames a taken
 slug instead of refusing it, so crash recovery relies on ``find``.
+
+Disclosure (``pipeline.disclosure``): the HTML starts with the visible line (a paragraph: Ghost's
+conversion keeps its text, not necessarily its attributes); ``codeinjection_head`` adds
+``<meta name="AIGC" content="{…}">``, which Ghost prints in every page's ``{{ghost_head}}``; and the
+post gets the tag ``ai-generated`` (the Admin API creates a tag given by name). Ghost has no field of
+its own for AI-generated content.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 import base64
 import hashlib
 import hmac
+import html
 import json
 import os
 import re
@@ -27,6 +34,7 @@ import time
 import httpx
 
 from ..config import Config
+from ..disclosure import CATEGORY, Disclosure
 from ..errors import CapabilityError, ConfigError
 from . import Published
 from .remote import Document, RemotePublisher, secret_from_env, setting_url
@@ -78,8 +86,12 @@ class GhostPublisher(RemotePublisher):
     def _create_request(self, doc: Document) -> tuple[str, str, dict[str, Any]]:
         head = (f'<meta name="pipeline-idempotency-key" content="{doc.key}">'
                 f'<meta name="pipeline-content-hash" content="{doc.content_hash}">')
-        post = {"title": doc.title, "html": doc.html, "slug": doc.slug, "status": self.status,
-                "codeinjection_head": head}
+        post: dict[str, Any] = {"title": doc.title, "html": doc.html, "slug": doc.slug, "status": self.status}
+        if doc.aigc:
+            # The disclosure's metadata: in the page's <head> (ghost_head), and a tag (created by name if new).
+            head += f'<meta name="AIGC" content="{html.escape(doc.aigc_json)}">'
+            post["tags"] = [{"name": CATEGORY}]
+        post["codeinjection_head"] = head
         return "POST", f"{self.api}/?source=html", {"posts": [post]}
 
     def _created(self, resp: httpx.Response, doc: Document) -> Published:
@@ -108,5 +120,7 @@ def from_config(cfg: Config, environ: dict[str, str] | None = None) -> GhostPubl
     gh = cfg.publish.ghost
     url = setting_url("ghost", gh.url)
     key = secret_from_env("ghost", "admin_key_env", gh.admin_key_env, dict(os.environ if environ is None else environ))
-    return GhostPublisher(url, key, gh.status, timeout_s=cfg.publish.timeout_s,
-                          retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
+    publisher = GhostPublisher(url, key, gh.status, timeout_s=cfg.publish.timeout_s,
+                               retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
+    publisher.disclosure = Disclosure.of(cfg)
+    return publisher

@@ -3,7 +3,7 @@
 Layout of ``[publish.local] dir``::
 
     index.html              every post, newest first: title, date, tags, summary
-    posts/<slug>.html       one article: title, date, author, tags, prev/next
+    posts/<slug>.html       one article: title, date, author, tags, prev/next; the disclosure
     feed.xml                Atom (feedgen): id, title, link, published, updated, summary, content
     style.css               one small stylesheet: system fonts, a ~70-character measure, phone-ready
     .pipeline/posts/<slug>.json   what the pipeline knows about each post (idempotency key, content
@@ -15,6 +15,12 @@ titles are shown with control characters made visible and the feed drops what
 XML forbids (``pipeline.untrusted``). Metadata comes from the ledger through the
 publish capability (the publication's time, the topic's tags) and is written
 to the post's record, never parsed back out of HTML.
+
+Disclosure (``pipeline.disclosure``, on unless ``[publish.disclosure] enabled = false``): a page shows
+the configured line above the article (``<p class="ai-disclosure">``) and carries
+``<meta name="AIGC" content="{…GB 45438-2025 fields…}">``; its feed entry starts its content with the
+same line and has the category ``ai-generated`` (label: the line). Both are in the post's record, so a
+page rebuilt later keeps what it was published with.
 
 Concurrency: the daemon runs channels in threads and several processes may
 share a site. Every file is written to a unique temporary name (``mkstemp``)
@@ -41,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..content import to_html
+from ..disclosure import CATEGORY, Disclosure, language_of
 from ..files import atomic_write
 from ..untrusted import for_xml, visible
 from . import Published
@@ -65,8 +72,7 @@ def _env():
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def _lang(text: str) -> str:
-    return "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
+_lang = language_of
 
 
 def _summary(body_html: str) -> str:
@@ -95,6 +101,8 @@ class Post:
     summary: str = ""
     author: str = ""
     tags: list[str] = field(default_factory=list)
+    disclosure: str = ""  # the visible line ("" when disclosure was off)
+    aigc: str = ""  # the AIGC metadata, JSON
 
     @property
     def published_at(self) -> datetime:
@@ -105,6 +113,7 @@ class Post:
         return {"slug": self.slug, "title": visible(self.title), "author": visible(self.author),
                 "tags": [visible(t) for t in self.tags], "summary": visible(self.summary),
                 "body_html": self.body_html, "published_iso": self.published,
+                "disclosure": visible(self.disclosure), "aigc": self.aigc,
                 "published_date": self.published_at.strftime("%Y-%m-%d")}
 
 
@@ -113,7 +122,9 @@ class LocalSitePublisher:
     # The publish capability passes the ledger's metadata (publication time, tags) to publish().
     takes_metadata = True
 
-    def __init__(self, directory: Path, base_url: str, *, title: str = "Posts", author: str = "") -> None:
+    def __init__(self, directory: Path, base_url: str, *, title: str = "Posts", author: str = "",
+                 disclosure: Disclosure | None = None) -> None:
+        self.disclosure = disclosure
         self.dir = Path(directory)
         self.base_url = base_url.rstrip("/")
         self.title = title
@@ -165,10 +176,14 @@ class LocalSitePublisher:
         # bidi overrides and C1 controls would reorder or hide what a reader sees.
         body_html = for_xml(to_html(body_markdown))
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        language = _lang(title + body_markdown)
+        d = self.disclosure
         post = Post(slug=slug, key=key, content_hash=content_hash, title=title,
                     published=_utc(published_at).isoformat(timespec="seconds"), updated=now,
-                    language=_lang(title + body_markdown), body_html=body_html, summary=_summary(body_html),
-                    author=self.author, tags=list(tags))
+                    language=language, body_html=body_html, summary=_summary(body_html),
+                    author=self.author, tags=list(tags),
+                    disclosure=d.text(language) if d else "",
+                    aigc=d.aigc_json(key=key, content_hash=content_hash, propagator=self.base_url) if d else "")
         with self._site_lock():
             posts = [p for p in self.posts() if p.slug != slug] + [post]
             posts.sort(key=lambda p: (p.published_at, p.slug), reverse=True)
@@ -249,7 +264,10 @@ class LocalSitePublisher:
             fe.updated(datetime.fromisoformat(p.updated))
             if p.summary:
                 fe.summary(for_xml(p.summary))
-            fe.content(for_xml(p.body_html), type="html")
+            label = f'<p class="ai-disclosure">{html.escape(p.disclosure, quote=False)}</p>\n' if p.disclosure else ""
+            fe.content(for_xml(label + p.body_html), type="html")
+            if p.disclosure:  # machine-readable: a reader can filter on it
+                fe.category(term=CATEGORY, label=for_xml(p.disclosure))
             for tag in p.tags:
                 fe.category(term=for_xml(tag))
         return fg.atom_str(pretty=True)
@@ -258,7 +276,8 @@ class LocalSitePublisher:
 def from_config(cfg: Config) -> LocalSitePublisher:
     """Entry point ``local`` of the ``pipeline.publishers`` group."""
     local = cfg.publish.local
-    return LocalSitePublisher(cfg.path(local.dir), local.base_url, title=local.title, author=local.author)
+    return LocalSitePublisher(cfg.path(local.dir), local.base_url, title=local.title, author=local.author,
+                              disclosure=Disclosure.of(cfg))
 
 
 # --- serving ---------------------------------------------------------------------

@@ -29,6 +29,7 @@ keeps calling ``publish`` against a dead host retries until ``max_turns``.
 from __future__ import annotations
 
 import html
+import json
 import logging
 import re
 import time
@@ -41,6 +42,7 @@ import httpx
 
 from .. import deadline, http
 from ..content import to_html
+from ..disclosure import Disclosure, language_of
 from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
 from ..retry import Backoff
 from . import LookupUnsupported, Published, PublishOutcomeUnknown, same_content
@@ -61,10 +63,17 @@ class Document:
     title: str
     markdown: str
     content_hash: str
+    # The disclosure (pipeline.disclosure): its visible paragraph, which leads the HTML, and the AIGC metadata.
+    label_html: str = ""
+    aigc: dict[str, str] | None = None
 
     @property
     def html(self) -> str:
-        return to_html(self.markdown)
+        return self.label_html + to_html(self.markdown)
+
+    @property
+    def aigc_json(self) -> str:
+        return json.dumps(self.aigc, ensure_ascii=False, separators=(",", ":")) if self.aigc else ""
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,9 @@ class RemotePublisher:
     # True when a repeated create with the same key cannot make a second post (Idempotency-Key).
     dedupes_creates = False
 
+    # The disclosure every post carries (from_config sets it from [publish.disclosure]; None: none).
+    disclosure: Disclosure | None = None
+
     def __init__(self, *, timeout_s: float, retries: int, backoff_s: float, secrets: tuple[str, ...] = ()) -> None:
         self.timeout_s = timeout_s
         self.retries = retries
@@ -193,8 +205,19 @@ class RemotePublisher:
 
     # --- publish ------------------------------------------------------------
 
+    def document(self, *, key: str, slug: str, title: str, body_markdown: str, content_hash: str) -> Document:
+        """The article as this platform gets it: with the disclosure's label and metadata when one is configured."""
+        d = self.disclosure
+        if d is None:
+            return Document(key, slug, title, body_markdown, content_hash)
+        aigc = d.aigc(key=key, content_hash=content_hash, propagator=self.name)
+        attr = html.escape(json.dumps(aigc, ensure_ascii=False, separators=(",", ":")))
+        text = html.escape(d.text(language_of(title + body_markdown)), quote=False)
+        return Document(key, slug, title, body_markdown, content_hash,
+                        label_html=f'<p class="ai-disclosure" data-aigc="{attr}">{text}</p>\n', aigc=aigc)
+
     def publish(self, *, key: str, slug: str, title: str, body_markdown: str, content_hash: str) -> Published:
-        doc = Document(key, slug, title, body_markdown, content_hash)
+        doc = self.document(key=key, slug=slug, title=title, body_markdown=body_markdown, content_hash=content_hash)
         failure: Failure | None = None
         for attempt in range(self.retries + 1):
             if attempt:

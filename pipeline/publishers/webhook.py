@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from ..config import Config
+from ..disclosure import Disclosure
 from ..errors import CapabilityError
 from . import LookupUnsupported, Published
 from .remote import Document, RemotePublisher, public_url, secret_from_env, setting_url
@@ -58,8 +59,11 @@ class WebhookPublisher(RemotePublisher):
         return {SIGNATURE_HEADER: signature(self._secret, body)}
 
     def _create_request(self, doc: Document) -> tuple[str, str, dict[str, Any]]:
-        return "POST", self.url, {"idempotency_key": doc.key, "slug": doc.slug, "title": doc.title,
-                                  "markdown": doc.markdown, "html": doc.html, "content_hash": doc.content_hash}
+        body: dict[str, Any] = {"idempotency_key": doc.key, "slug": doc.slug, "title": doc.title,
+                                "markdown": doc.markdown, "html": doc.html, "content_hash": doc.content_hash}
+        if doc.aigc:  # the disclosure: its line leads "html"; the receiver gets the AIGC metadata as well
+            body["aigc"] = doc.aigc
+        return "POST", self.url, body
 
     def _created(self, resp: httpx.Response, doc: Document) -> Published:
         data = resp.json()
@@ -104,5 +108,7 @@ def from_config(cfg: Config, environ: dict[str, str] | None = None) -> WebhookPu
     secret = None
     if wh.secret_env:
         secret = secret_from_env("webhook", "secret_env", wh.secret_env, dict(os.environ if environ is None else environ))
-    return WebhookPublisher(url, secret, timeout_s=cfg.publish.timeout_s,
-                            retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
+    publisher = WebhookPublisher(url, secret, timeout_s=cfg.publish.timeout_s,
+                                 retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
+    publisher.disclosure = Disclosure.of(cfg)
+    return publisher

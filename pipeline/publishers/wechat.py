@@ -37,6 +37,18 @@ answers, so a crash resumes after the last recorded step:
   before the draft is submitted again;
 * a crash after the ``publish_id`` is recorded only repeats polling.
 
+Disclosure (《人工智能生成合成内容标识办法》, in force from 2025-09-01, and GB 45438-2025): the
+explicit label is text the reader sees, at the start of the article (Art. 4: 在文本的起始、末尾或者中间
+适当位置添加文字提示): the configured line (``[publish.disclosure] zh``/``en``) as the content's first
+paragraph, and ``【AI生成】`` at the start of the 摘要 (digest) that chats and the article list show
+under the title. The implicit label is the AIGC metadata (Label 1, ContentProducer, ProduceID = the
+content hash, ContentPropagator ``wechat``) as the ``data-aigc``
+attribute of the ``<section>`` that holds the line. ``draft/add`` has no field for an AI-content
+declaration (its article fields: title, author, digest, content, content_source_url, thumb_media_id,
+need_open_comment, only_fans_can_comment, the cover crops): the 创作来源 / AI 生成 declaration that
+WeChat asks of accounts exists in the mp.weixin.qq.com editor only. Whether the platform keeps the
+``data-aigc`` attribute is checked against the fake (tests/wechatfake.py), not the real platform.
+
 Errors: ``40001``/``42001``/``40014`` (token invalid or expired) refresh the
 token and repeat the call once; a credential the platform still refuses,
 ``40125`` (wrong AppSecret), ``40013`` (wrong appid) and ``40164`` (the
@@ -67,6 +79,7 @@ from sqlmodel import select
 from .. import http
 from ..config import Config
 from ..content import to_html
+from ..disclosure import Disclosure
 from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
 from ..models import Article, PlatformToken, Publication
 from ..utc import aware, utcnow
@@ -256,6 +269,18 @@ def digest_of(markdown: str, limit: int = 54) -> str:
     return text[:limit]
 
 
+DIGEST_LABEL = {"zh": "【AI生成】", "en": "[AI-generated] "}
+
+
+def labelled(d: Disclosure, article: Article, digest: str, content: str, key: str) -> tuple[str, str]:
+    """The digest and content with the explicit label, and the implicit one on the label's section."""
+    aigc = html.escape(d.aigc_json(key=key, content_hash=article.content_hash, propagator="wechat"))
+    text = html.escape(d.text(article.language), quote=False)
+    lead = f'<section data-aigc="{aigc}"><p>{text}</p></section>'
+    tag = DIGEST_LABEL.get(article.language, DIGEST_LABEL["en"])
+    return (tag + digest)[:120], lead + content
+
+
 def cover_png(seed: str, width: int = 900, height: int = 383) -> bytes:
     """A plain cover (2.35:1, the platform's cover ratio) in a colour drawn from ``seed``: no imaging library needed."""
     h = zlib.crc32(seed.encode())
@@ -287,6 +312,7 @@ class WeChatPublisher:
     def __init__(self, cfg: Config, *, appid: str, secret: str, api_base: str) -> None:
         self.cfg = cfg
         self.wc = cfg.publish.wechat
+        self.disclosure = Disclosure.of(cfg)
         self.appid = appid
         self.secret = secret
         self.api_base = api_base
@@ -445,9 +471,12 @@ class WeChatPublisher:
         ctype = "image/png" if path.suffix.lower() == ".png" else "image/jpeg"
         return str(self.call("media/uploadimg", files={"media": (path.name, data, ctype)})["url"])
 
-    def add_draft(self, article: Article, cover_id: str) -> str:
-        item = {"title": article.title[:64], "author": self.wc.author[:16], "digest": digest_of(article.body),
-                "content": article_html(article.body, self.upload_image),
+    def add_draft(self, article: Article, cover_id: str, key: str = "") -> str:
+        digest, content = digest_of(article.body), article_html(article.body, self.upload_image)
+        if self.disclosure is not None:
+            digest, content = labelled(self.disclosure, article, digest, content, key)
+        item = {"title": article.title[:64], "author": self.wc.author[:16], "digest": digest,
+                "content": content,
                 "content_source_url": self.wc.content_source_url, "thumb_media_id": cover_id,
                 "need_open_comment": 0, "only_fans_can_comment": 0}
         return str(self.call("draft/add", json_body={"articles": [item]})["media_id"])
@@ -541,7 +570,7 @@ class WeChatPublisher:
             cover = self.upload_cover(row.idempotency_key)
             row = self._update(row.id, cover_id=cover)
         if not row.draft_id:
-            draft = self.add_draft(article, row.cover_id)
+            draft = self.add_draft(article, row.cover_id, row.idempotency_key)
             row = self._update(row.id, draft_id=draft)
         # From this commit on, a publish task may exist that only batchget can reveal.
         row = self._update(row.id, submit_started_at=utcnow(), verification="submitting")

@@ -25,6 +25,12 @@ the public page renders an unknown block as nothing, so the key is not in
 public HTML, and content with a block in it is not run through ``wpautop``,
 which would wrap a bare comment in an empty first paragraph.
 
+Disclosure (``pipeline.disclosure``): the content starts with the visible line, ``<p class="ai-disclosure"
+data-aigc="{…}">`` (WordPress keeps ``data-*`` attributes for every role since 5.0), and the block's
+attributes carry the same AIGC metadata (``"aigc": {…}``, in the raw content only). WordPress has no
+standard field for AI-generated content: post meta is writable over REST only for keys a plugin
+registers with ``show_in_rest``, and tags need term ids (a lookup or create per site), so neither is used.
+
 WordPress never answers 409 for a taken slug: it renames the new post
 (``slug-2``). That is why the ``publish`` capability asks ``find`` before
 posting again after a crash, instead of counting on a conflict.
@@ -43,6 +49,7 @@ import re
 import httpx
 
 from ..config import Config
+from ..disclosure import Disclosure
 from ..errors import CapabilityError, ConfigError
 from . import Published
 from .remote import Document, RemotePublisher, public_url, secret_from_env, setting_url
@@ -55,7 +62,10 @@ ROUTE = "/wp/v2/posts"
 
 
 def markers(doc: Document) -> str:
-    attrs = json.dumps({"idempotencyKey": doc.key, "contentHash": doc.content_hash}, separators=(",", ":"))
+    fields: dict[str, Any] = {"idempotencyKey": doc.key, "contentHash": doc.content_hash}
+    if doc.aigc:
+        fields["aigc"] = doc.aigc
+    attrs = json.dumps(fields, separators=(",", ":"))
     return f"<!-- wp:{BLOCK} {attrs} /-->\n"
 
 
@@ -167,6 +177,8 @@ def from_config(cfg: Config, environ: dict[str, str] | None = None) -> WordPress
     if not wp.username:
         raise ConfigError("[publish.wordpress] username: not set")
     password = secret_from_env("wordpress", "password_env", wp.password_env, dict(os.environ if environ is None else environ))
-    return WordPressPublisher(url, wp.username, password, wp.status, password_env=wp.password_env,
-                              timeout_s=cfg.publish.timeout_s,
-                              retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
+    publisher = WordPressPublisher(url, wp.username, password, wp.status, password_env=wp.password_env,
+                                   timeout_s=cfg.publish.timeout_s,
+                                   retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
+    publisher.disclosure = Disclosure.of(cfg)
+    return publisher

@@ -1,0 +1,288 @@
+"""What a complete article is, checked by the system: the rules a draft must pass before it is stored.
+
+``check(title, body, ...)`` returns every failed rule as a ``Problem`` (which check, where, what
+to do), so the step that fails can say precisely why and the model can act on it. The result,
+passed or not, is stored with the article (``articles.checks_json``).
+
+Checks: title on topic; an opening paragraph that states the point; every heading followed by
+body text; sections of at least two paragraphs; a closing paragraph; every paragraph and the
+last sentence complete; no preamble or meta-text (English and Chinese); no near-duplicate
+paragraphs; no code fence or list left open; the length floor (``[draft] target_words`` for
+English, ``target_chars`` for Chinese, times ``min_ratio``).
+
+The same module splits Markdown into blocks (headings, paragraphs, lists, code) for humanize,
+and extracts a paragraph's facts (numbers, links, code identifiers, names) so a rewrite that
+drops one can be rejected.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import asdict, dataclass
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’_.-]*[A-Za-z0-9]|[A-Za-z0-9]")
+# A sentence ends here: ASCII or Chinese terminal punctuation, optionally inside closing quotes/brackets.
+_COMPLETE = re.compile(r"[.!?。！？…]['\"’”)）」』*_`]*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s+")
+_HEADING = re.compile(r"^(#{1,6})\s*(.*?)\s*#*\s*$")
+
+# Text about the writing rather than the subject: a model's preamble, placeholders, filler.
+META = [
+    (r"^\s*(sure|certainly|of course|okay|ok)\b[,!.]?\s*(here('s| is| are)|i('ll| will| can))", "a preamble ('Sure, here's …')"),
+    (r"\bhere('s| is) (the|an|your|a) (article|draft|blog post|post|rewrite|section|outline)\b", "a preamble ('Here is the article')"),
+    (r"\bin this (article|post|blog post|piece)\b[^.]{0,40}\b(we|i)('ll| will| shall)\b", "meta-text ('In this article, we will …')"),
+    (r"\bas an ai\b|\bas a (large )?language model\b|\bi('m| am) an ai\b", "AI-assistant boilerplate ('As an AI')"),
+    (r"\[(your|author'?s?|insert|company|name)[^\]]{0,30}\]", "a placeholder ('[Your Name]')"),
+    (r"\blorem ipsum\b", "placeholder text ('Lorem ipsum')"),
+    (r"\b(word count|note to (the )?editor|i hope this (helps|article))\b", "a note about the request"),
+    (r"^\s*(好的|当然|没问题)[，,！!。]?\s*(以下|下面|这是)", "a preamble ('好的，以下是…')"),
+    (r"(以下|下面)是(一篇|本文|文章|为您|为你|我)", "a preamble ('以下是…')"),
+    (r"(在|本)(本文|这篇文章)中[，,]?(我们|我)(将|会)", "meta-text ('在本文中，我们将…')"),
+    (r"作为一个?(人工智能|AI|语言模型)|我是一个?(AI|人工智能)", "AI-assistant boilerplate ('作为一个AI')"),
+    (r"[【\[](你的名字|作者|姓名|公司名称|插入)[^】\]]{0,20}[】\]]", "a placeholder ('[你的名字]')"),
+    (r"希望(这篇文章|本文|以上内容)(对你|对您|能)", "a note about the request"),
+]
+_META = [(re.compile(p, re.IGNORECASE | re.MULTILINE), what) for p, what in META]
+
+# Words that say nothing about the subject, left out when comparing a title with its topic.
+STOPWORDS = set("""a an the and or but of to in on for with at by from as is are was were be been it its this that these
+those why how what when where who which our we you your my i they their us got get gets make makes made do does did
+not no yes can will would should could about into over under than then so very more most less just really""".split())
+
+NEAR_DUPLICATE = 0.8  # difflib ratio between two paragraphs above which one repeats the other
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # heading | paragraph | list | code | quote
+    text: str
+    line: int  # 1-based, in the body
+    closed: bool = True  # a code fence that was never closed: False
+
+
+@dataclass(frozen=True)
+class Problem:
+    check: str
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.check} ({self.where}): {self.message}"
+
+
+def is_chinese(language: str) -> bool:
+    return language == "zh"
+
+
+def blocks(body: str) -> list[Block]:
+    """The body as blocks: blank lines separate them; a fence runs to its closing fence (or the end)."""
+    out: list[Block] = []
+    lines = body.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        start = i
+        if _FENCE.match(line):
+            fence = _FENCE.match(line).group(1)  # type: ignore[union-attr]
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith(fence):
+                i += 1
+            closed = i < len(lines)
+            i += 1 if closed else 0
+            out.append(Block("code", "\n".join(lines[start:i]), start + 1, closed))
+            continue
+        if _HEADING.match(line):
+            out.append(Block("heading", line.strip(), start + 1))
+            i += 1
+            continue
+        while i < len(lines) and lines[i].strip() and not _HEADING.match(lines[i]) and not _FENCE.match(lines[i]):
+            i += 1
+        text = "\n".join(lines[start:i]).strip()
+        kind = "list" if _LIST.match(text) else "quote" if text.startswith(">") else "paragraph"
+        out.append(Block(kind, text, start + 1))
+    return out
+
+
+def heading_text(block: Block) -> str:
+    m = _HEADING.match(block.text)
+    return m.group(2) if m else block.text
+
+
+def assemble(blocks_: list[Block]) -> str:
+    return "\n\n".join(b.text for b in blocks_)
+
+
+def prose_length(text: str, language: str) -> int:
+    """Words (English) or characters (Chinese: CJK characters and other non-space, non-markup ones)."""
+    if is_chinese(language):
+        return len(re.sub(r"[\s#*`>_|-]", "", text))
+    return len(_WORD.findall(text))
+
+
+def body_length(body: str, language: str) -> int:
+    return sum(prose_length(b.text, language) for b in blocks(body) if b.kind in ("paragraph", "list", "quote"))
+
+
+def unit(language: str) -> str:
+    return "characters" if is_chinese(language) else "words"
+
+
+def complete_sentence(text: str) -> bool:
+    return bool(_COMPLETE.search(text.rstrip()))
+
+
+def _key_terms(text: str, language: str) -> set[str]:
+    """Content words (English, reduced to a 5-letter stem) or character bigrams (Chinese)."""
+    if is_chinese(language) or len(_CJK.findall(text)) > len(_WORD.findall(text)):
+        han = "".join(_CJK.findall(text))
+        grams = {han[i:i + 2] for i in range(len(han) - 1)}
+        return grams | {w.lower()[:5] for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 2}
+    return {w.lower()[:5] for w in _WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 2}
+
+
+def on_topic(title: str, topic: str, language: str) -> bool:
+    """At least a third of the topic's key terms (and at least one) are in the title."""
+    want = _key_terms(topic, language)
+    if not want:
+        return True
+    got = _key_terms(title, language) & want
+    return bool(got) and len(got) * 3 >= len(want)
+
+
+def _where(b: Block, n: int, section: str = "") -> str:
+    where = f"paragraph {n}" if b.kind == "paragraph" else b.kind
+    return f"{where}{f' of section {_snippet(section, 40)!r}' if section else ''}, line {b.line}"
+
+
+def _snippet(text: str, n: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def check(title: str, body: str, *, topic: str, language: str, min_length: int,
+          max_length: int | None = None, thesis: str = "") -> list[Problem]:
+    """Every rule the article breaks; empty when it is complete. See the module docstring."""
+    out: list[Problem] = []
+    bs = blocks(body)
+    u = unit(language)
+    if not title.strip():
+        out.append(Problem("title", "first line", "there is no '# Title' line"))
+    elif not on_topic(title, topic, language):
+        out.append(Problem("title", "first line", f"the title '{_snippet(title)}' is not about the topic '{topic}'"))
+    for rx, what in _META:
+        for text, where in [(title, "title")] + [(b.text, f"line {b.line}") for b in bs if b.kind != "code"]:
+            m = rx.search(text)
+            if m:
+                out.append(Problem("meta-text", where, f"{what}: '{_snippet(m.group(0), 40)}'; write about the subject only"))
+                break
+    if not bs:
+        out.append(Problem("length", "body", "the body is empty"))
+        return out
+    first = bs[0]
+    opening_min = 40 if is_chinese(language) else 20
+    if first.kind != "paragraph" or prose_length(first.text, language) < opening_min:
+        out.append(Problem("opening", f"line {first.line}", f"the article must open with a paragraph that states its point "
+                                                            f"(≥ {opening_min} {u}), not a {first.kind}"))
+    elif thesis and not (_key_terms(first.text, language) & (_key_terms(thesis, language) | _key_terms(topic, language))):
+        out.append(Problem("opening", f"line {first.line}", "the opening paragraph does not state the article's point"))
+    paragraph_no = 0
+    numbered: list[tuple[Block, int]] = []
+    section_of: list[str] = []
+    current = ""
+    for b in bs:
+        if b.kind == "paragraph":
+            paragraph_no += 1
+        if b.kind == "heading":
+            current = heading_text(b)
+        numbered.append((b, paragraph_no))
+        section_of.append(current)
+    for i, (b, n) in enumerate(numbered):
+        if b.kind == "heading":
+            name = heading_text(b)
+            following = [x for x, _ in numbered[i + 1:]]
+            section = []
+            for x in following:
+                if x.kind == "heading":
+                    break
+                section.append(x)
+            if not re.search(r"[A-Za-z\u4e00-\u9fff]", name):
+                out.append(Problem("heading", f"line {b.line}", f"the heading '{b.text}' has no words"))
+            if not section:
+                out.append(Problem("dangling heading", f"line {b.line}", f"the heading '{_snippet(name)}' is not followed by body text"))
+            elif sum(1 for x in section if x.kind in ("paragraph", "list", "quote")) < 2:
+                out.append(Problem("section length", f"section '{_snippet(name, 40)}' (line {b.line})",
+                                   "a section needs at least two paragraphs"))
+        elif b.kind == "code" and not b.closed:
+            out.append(Problem("open code fence", f"line {b.line}", "a code fence is opened and never closed"))
+        elif b.kind == "list":
+            last = b.text.splitlines()[-1]
+            item = _LIST.sub("", last).strip()
+            if not item or item.endswith((":", ",", "：", "，", "、")):
+                out.append(Problem("open list", f"line {b.line}", f"the list ends in an unfinished item '{_snippet(last, 40)}'"))
+        elif b.kind == "paragraph" and not complete_sentence(b.text):
+            out.append(Problem("fragment", _where(b, n, section_of[i]), f"the paragraph ends mid-sentence: '…{b.text.rstrip()[-40:]}'"))
+    end = bs[-1]
+    if end.kind != "paragraph":
+        out.append(Problem("closing", f"line {end.line}", f"the article must end with a closing paragraph, not a {end.kind}"))
+    elif not complete_sentence(end.text):
+        out.append(Problem("last sentence", f"line {end.line}", "the last sentence is not complete"))
+    paras = [(b, n) for b, n in numbered if b.kind == "paragraph"]
+    for i, (a, na) in enumerate(paras):
+        for b, nb in paras[i + 1:]:
+            if min(len(a.text), len(b.text)) < 40:
+                continue
+            sm = difflib.SequenceMatcher(None, a.text, b.text, autojunk=False)
+            if sm.quick_ratio() >= NEAR_DUPLICATE and sm.ratio() >= NEAR_DUPLICATE:
+                out.append(Problem("near-duplicate", f"paragraphs {na} and {nb}", f"paragraph {nb} repeats paragraph {na}"))
+    n = body_length(body, language)
+    if n < min_length:
+        out.append(Problem("length", "body", f"{n} {u}, fewer than the {min_length} required"))
+    if max_length is not None and n > max_length:
+        out.append(Problem("length", "body", f"{n} {u}, more than the {max_length} allowed"))
+    return out
+
+
+def report(problems: list[Problem], title: str, body: str, language: str) -> dict:
+    """What is stored with the article: passed, length, and each problem."""
+    return {"passed": not problems, "length": body_length(body, language), "unit": unit(language),
+            "problems": [asdict(p) for p in problems]}
+
+
+# --- facts a rewrite must keep ---------------------------------------------------------------
+
+_URL = re.compile(r"https?://[^\s)\]>\"'，。]+")
+_CODE = re.compile(r"`([^`\n]+)`")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# snake_case, dotted.names, CamelCase with an inner capital, --flags, file.ext
+_IDENT = re.compile(r"(?<![\w-])(?:--?[a-z][\w-]+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z]*_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z]+[A-Z]\w*)")
+_CAPITAL = re.compile(r"\b[A-Z][A-Za-z0-9]+\b")
+_LATIN = re.compile(r"[A-Za-z][A-Za-z0-9+#.-]*")
+
+
+def facts(text: str, language: str) -> set[str]:
+    """The checkable facts of a paragraph: numbers, links, code, identifiers and names."""
+    found = {u.rstrip(".,;:") for u in _URL.findall(text)}
+    rest = _URL.sub(" ", text)
+    found |= {f"`{c}`" for c in _CODE.findall(rest)}
+    found |= {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(rest)}
+    found |= {i.rstrip(".") for i in _IDENT.findall(rest)}
+    if is_chinese(language):
+        found |= {w.rstrip(".") for w in _LATIN.findall(rest) if len(w) > 1}
+    else:
+        # A capitalised word that does not start a sentence is a name (Redis, GitHub, Alice).
+        for sentence in re.split(r"(?<=[.!?])\s+", rest):
+            words = sentence.split()
+            found |= {m.group(0) for w in words[1:] for m in [_CAPITAL.match(w.strip("(\"'"))] if m and m.group(0) != "I"}
+    return found
+
+
+def missing_facts(original: str, rewrite: str, language: str) -> list[str]:
+    """The facts of ``original`` that ``rewrite`` does not contain."""
+    have = rewrite.replace(",", "")  # 1,200 and 1200 are the same number
+    return sorted(f for f in facts(original, language) if f.replace(",", "") not in have)

