@@ -13,16 +13,17 @@ publication block on WordPress, a ``data-aigc`` attribute on the label's ``<sect
 draft API has no field for it). Each publisher's docstring says what it does.
 
 The article's language decides the text: the stored ``language`` where the caller knows it, otherwise
-CJK characters in the text mean Chinese.
+Chinese characters outnumbering Latin words mean Chinese.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .scores import detect_language
 
 if TYPE_CHECKING:
     from .config import Config
@@ -31,7 +32,8 @@ CATEGORY = "ai-generated"  # the feed category and the tag: one name everywhere
 
 
 def language_of(text: str) -> str:
-    return "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
+    """The scorer's rule, so an English post quoting a Chinese phrase is labelled in English."""
+    return detect_language(text)
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,10 @@ class Support:
         return {**{c: self.get(c) for c in CAPABILITIES}, "sources": self.sources, "probe_error": self.probe_error}
 
 
-def known(llm: ChatModel) -> Support:
-    """What the config, the embedded provider and litellm's model map say, without a request."""
+def known(llm: ChatModel, need: tuple[str, ...] = CAPABILITIES) -> Support:
+    """What the config, the embedded provider and litellm's model map say, without a request.
+
+    The map is read only when the config leaves one of ``need`` open: loading litellm costs a second."""
     from .llm import _load_litellm, is_local
 
     cfg = llm.cfg
@@ -72,6 +74,9 @@ def known(llm: ChatModel) -> Support:
     if is_local(cfg.model):
         for c in CAPABILITIES:
             _set(out, c, True, "local")
+        return out
+    if need == ("json_schema",) and cfg.json_schema is not None:
+        _set(out, "json_schema", cfg.json_schema, "config")
         return out
     try:
         info = _load_litellm().get_model_info(model=cfg.model)
@@ -90,7 +95,7 @@ def support(llm: ChatModel, ledger: Ledger, *, served_model: str | None = None, 
             need: tuple[str, ...] = CAPABILITIES) -> Support:
     """``known(llm)``, the gaps filled from the ledger or, when it has no good answer for one of ``need``,
     by a probe (stored). ``refresh``: probe whatever is not known without a request, whatever the ledger says."""
-    out = known(llm)
+    out = known(llm, CAPABILITIES if refresh else need)
     if all(out.get(c) is not None for c in (CAPABILITIES if refresh else need)):
         return out
     model, base = llm.cfg.model, llm.cfg.api_base or ""

@@ -8,6 +8,7 @@ scripted model over HTTP.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -120,7 +121,7 @@ def test_the_channel_lock_on_postgresql_excludes_other_sessions(harness, pg_url)
         env = {**os.environ, KEY_ENV: "sk-test-not-a-real-key", "PIPELINE_LEDGER__URL": pg_url}
         proc = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(harness.dir / "config.toml")],
                               capture_output=True, text=True, env=env, timeout=60)
-        assert proc.returncode == 75 and proc.stderr.startswith("skipped: locked"), proc.stderr
+        assert proc.returncode == 75 and re.match(r"^\d{4}-\d\d-\d\dT\S+ skipped: locked", proc.stderr), proc.stderr
     assert run_once(cfg, llm=harness.model("honest", cfg)).exit_code == 0  # released with its session
 
 

@@ -271,7 +271,8 @@ def test_checking_the_ledger_keeps_this_process_sqlite_locks(tmp_path):
     from pipeline import validate
     db = tmp_path / "ledger.db"
     sqlite3.connect(db).executescript("CREATE TABLE t (x); INSERT INTO t VALUES (1);").close()
-    (tmp_path / "config.toml").write_text(f'[llm]\nmodel = "openai/x"\napi_key_env = ""\n[ledger]\nurl = "sqlite:///{db}"\n',
+    (tmp_path / "topics.txt").write_text("A topic\n", encoding="utf-8")  # validate refuses a missing backlog
+    (tmp_path / "config.toml").write_text(f'[llm]\nmodel = "openai/x"\napi_key_env = ""\nmodel_check = false\n[ledger]\nurl = "sqlite:///{db}"\n',
                                           encoding="utf-8")
     cfg = config_mod.load(tmp_path / "config.toml", environ={})
     reader = sqlite3.connect(db, isolation_level=None)
@@ -296,7 +297,7 @@ def test_a_read_only_ledger_directory_is_exit_2(tmp_path):
         pytest.skip("cannot mount a read-only tmpfs here (as root, permissions alone never refuse a write)")
     try:
         cfg = tmp_path / "config.toml"
-        cfg.write_text(f'[llm]\nmodel = "openai/x"\napi_key_env = ""\n[ledger]\nurl = "sqlite:///{mnt}/ledger.db"\n',
+        cfg.write_text(f'[llm]\nmodel = "openai/x"\napi_key_env = ""\nmodel_check = false\n[ledger]\nurl = "sqlite:///{mnt}/ledger.db"\n',
                        encoding="utf-8")
         r = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(cfg)], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60)
