@@ -309,6 +309,7 @@ def torture(target_name: str, kills: int, terms: int, workdir: Path, seed: int =
             server: ForkServer | None = None, log=print) -> dict:
     """``kills`` SIGKILLs and ``terms`` SIGTERMs inside runs' work windows on one target; the audit after."""
     from fakellm import FakeLLM
+    from support import DRAFT_FOR_SCRIPTED_MODEL
 
     rng = random.Random(seed)
     fake = FakeLLM().start()
@@ -321,7 +322,8 @@ def torture(target_name: str, kills: int, terms: int, workdir: Path, seed: int =
         backlog.write_text("".join(f"Notes on {rng.getrandbits(64):016x} and {rng.getrandbits(64):016x}\n"
                                    for _ in range(kills + terms + 50)), encoding="utf-8")
         llm = (f'\n[llm]\nmodel = "openai/honest"\napi_base = "{fake.api_base}"\napi_key_env = ""\n'
-               f'max_retries = 2\nbackoff_s = 0.01\ntimeout_s = 10\n\n[topic]\nbacklog = "{backlog}"\n')
+               f'max_retries = 2\nbackoff_s = 0.01\ntimeout_s = 10\n\n[topic]\nbacklog = "{backlog}"\n'
+               + DRAFT_FOR_SCRIPTED_MODEL)
         config = target.write_config(workdir, llm)
         env = target.env()
         clean = [server.run(config, env) for _ in range(2)]  # how long a run's work takes here

@@ -33,6 +33,14 @@ TEST_KEY = "sk-test-not-a-real-key"
 OFFLINE_API_BASE = "http://127.0.0.1:9/v1"
 
 
+DRAFT_FOR_SCRIPTED_MODEL = """
+[draft]
+# The scripted article (tests/scenarios.py) is about 400 words: a short target keeps fixtures small.
+target_words = 240
+target_chars = 480
+"""
+
+
 def write_config(directory: Path, api_base: str, scenario: str, extra: str = "",
                  ledger_url: str = "sqlite:///ledger.db", *, backlog: Path | None = None, max_retries: int = 3,
                  backoff_s: float = 0.01, llm_extra: str = "") -> Path:
@@ -54,11 +62,7 @@ url = "{ledger_url}"
 [topic]
 backlog = "{backlog or REPO / 'topics.txt'}"
 
-[draft]
-# The scripted article (tests/scenarios.py) is about 400 words: a short target keeps fixtures small.
-target_words = 240
-target_chars = 480
-
+{DRAFT_FOR_SCRIPTED_MODEL}
 [publish.local]
 dir = "site"
 base_url = "http://127.0.0.1:8765"

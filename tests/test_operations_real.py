@@ -179,7 +179,9 @@ def test_real_cron_deployment_is_healthy_from_its_declared_start_and_runs(tmp_pa
                         f'cron_since = "{now.isoformat()}"\n')
     tab = Path("/etc/cron.d") / f"pipeline-test-{secrets.token_hex(4)}"  # no dot: cron ignores names with one
     log = tmp_path / "cron.log"
-    command = (f"cd {tmp_path} && {KEY_ENV}={TEST_KEY} {sys.executable} -m pipeline run --config {path} "
+    # cron's environment is its own: the test scorer (conftest) is named here, as the key is.
+    command = (f"cd {tmp_path} && {KEY_ENV}={TEST_KEY} PIPELINE_SCORER={os.environ['PIPELINE_SCORER']} "
+               f"{sys.executable} -m pipeline run --config {path} "
                f">> {log} 2>&1")
     tab.write_text(f"SHELL=/bin/sh\n* * * * * root {command}\n", encoding="utf-8")
     tab.chmod(0o644)

@@ -155,11 +155,12 @@ def test_server_protocol_is_what_the_fake_copies(server):
 def shipped_config(tmp_path: Path, server: LlamaServer, *extra: str) -> Path:
     """The shipped config.toml changed only in model, api_base and api_key_env (plus ``extra`` [llm] lines)."""
     text = (REPO / "config.toml").read_text(encoding="utf-8")
-    for pattern, line in ((r'^model = "local/[^"]*"', f'model = "{MODEL}"'),
-                          (r'^api_key_env = ""', f'api_key_env = "{KEY_ENV}"'),
-                          (r'^# api_base = "[^"]*"', f'api_base = "{server.api_base}"')):
-        text, n = re.subn(pattern, line + ("\n" + "\n".join(extra) if "api_base" in line and extra else ""), text,
-                          count=1, flags=re.M)
+    changes = [(r'^model = "local/[^"]*"', f'model = "{MODEL}"'), (r'^api_key_env = ""', f'api_key_env = "{KEY_ENV}"'),
+               (r'^# api_base = "[^"]*"', f'api_base = "{server.api_base}"')]
+    # Each extra line replaces its key's line (set or commented out) in [llm], the section the file starts with.
+    changes += [(rf"^(# )?{re.escape(line.split('=')[0].strip())} = [^#\n]*", line + " ") for line in extra]
+    for pattern, line in changes:
+        text, n = re.subn(pattern, line, text, count=1, flags=re.M)
         assert n == 1, pattern
     shutil.copy(REPO / "topics.txt", tmp_path / "topics.txt")
     path = tmp_path / "config.toml"
@@ -193,6 +194,16 @@ def ledger_row(tmp_path: Path) -> dict:
     return run
 
 
+def ended_on_business_state(code: int, run: dict, err: str) -> str:
+    """"done" (published and registered, exit 0) or "held": below the humanize pass mark, nothing published, one
+    line with the score and the editor's commands (exit 4, issue 22). Anything else fails."""
+    if code == 4 and "not published: score" in err:
+        assert run["status"] == "incomplete" and f"pipeline review approve {run['id']}" in err, err[-2000:]
+        return "held"
+    assert (code, run["status"]) == (0, "done"), err[-2000:]
+    return "done"
+
+
 def test_doctor_reports_what_the_server_supports(tmp_path, server):
     code, out, err = finished(run_pipeline(tmp_path, server, args=("doctor", "--json")), timeout=600)
     assert code == 0, err
@@ -201,7 +212,7 @@ def test_doctor_reports_what_the_server_supports(tmp_path, server):
     assert data["tools"] is False and data["usage"] is True  # calls come back as text: the guard's to catch
 
 
-def test_shipped_config_run_ends_done_within_ten_turns(tmp_path, server, record_property):
+def test_shipped_config_run_ends_on_business_state_within_ten_turns(tmp_path, server, record_property):
     # No json_schema line: litellm's map does not know this model; the probe finds the server honours schemas.
     started = time.monotonic()
     code, out, err = finished(run_pipeline(tmp_path, server))
@@ -210,19 +221,20 @@ def test_shipped_config_run_ends_done_within_ten_turns(tmp_path, server, record_
     record_property("model_turns", run["model_turns"])
     print(f"\nunconstrained start: exit {code}, {run['model_turns']} model turns, "
           f"{run['turns_after_done']} after the report, {time.monotonic() - started:.0f} s")
-    assert (code, run["status"]) == (0, "done"), err[-2000:]
+    if ended_on_business_state(code, run, err) == "done":
+        assert run["turns_after_done"] is not None and run["turns_after_done"] <= 1
     assert run["model_turns"] <= 10
-    assert run["turns_after_done"] is not None and run["turns_after_done"] <= 1
     assert run["capabilities"] == [(1, 0, 1)]
 
 
-def test_configured_json_schema_and_streamed_run_ends_done(tmp_path, server):
+def test_configured_json_schema_and_streamed_run_ends_on_business_state(tmp_path, server):
     # The operator says the server honours schemas (no probe), and every reply is streamed.
     code, out, err = finished(run_pipeline(tmp_path, server, "json_schema = true", "stream = true"))
     run = ledger_row(tmp_path)
     print(f"\nstreamed: exit {code}, {run['model_turns']} model turns, {run['turns_after_done']} after the report")
-    assert (code, run["status"]) == (0, "done"), err[-2000:]
-    assert run["model_turns"] <= 10 and run["turns_after_done"] <= 1
+    if ended_on_business_state(code, run, err) == "done":
+        assert run["turns_after_done"] <= 1
+    assert run["model_turns"] <= 10
     assert run["capabilities"] == []  # [llm] json_schema answered: nothing probed
 
 

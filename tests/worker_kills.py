@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlmodel import select
+from support import DRAFT_FOR_SCRIPTED_MODEL
 
 from pipeline.ledger import Ledger
 from pipeline.models import Publication, Registration, Tick
@@ -48,6 +49,7 @@ timeout_s = 30
 url = "{ledger_url}"
 [topic]
 backlog = "{REPO / 'topics.txt'}"
+{DRAFT_FOR_SCRIPTED_MODEL}
 [publish.local]
 dir = "site"
 base_url = "http://127.0.0.1:8765"
