@@ -344,6 +344,14 @@ def test_below_the_threshold_the_run_ends_incomplete_and_the_article_waits_for_a
     assert publications(ledger) == []
     # The agent was not asked to retry: the run ended at humanize.
     assert [e.capability for e in ledger.executions(outcome.run_id)] == ["topic", "draft", "humanize"]
+    # The editor's yes publishes the held article once: the run is done, with the facts done_when names.
+    from pipeline import review
+
+    cfg = harness.config("honest", PIPELINE_HUMANIZE__THRESHOLD="99")
+    review.approve(cfg, ledger, outcome.run_id, "editor")
+    assert len(publications(ledger)) == 1 and len(harness.pages) == 1
+    assert ledger.get_run(outcome.run_id).status == "done"
+    assert {"topic", "draft", "publish", "register"} <= {f.capability for f in ledger.facts(outcome.run_id)}
 
 
 def test_a_rewrite_that_repeats_the_draft_is_rejected_and_retried(harness):

@@ -150,7 +150,8 @@ def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
     started = time.perf_counter()
     outcome = run_once(cfg, ledger=ledger)
     print(f"\nfull local run: {time.perf_counter() - started:.1f}s, {outcome.status}: {outcome.error}")
-    if outcome.exit_code == 4 and "not published: score" in (outcome.error or ""):
+    held = outcome.exit_code == 4 and "not published: score" in (outcome.error or "")
+    if held:
         # Below the pass mark (issue 22): nothing published, one line with the score and the editor's commands.
         assert not [f for f in ledger.facts(outcome.run_id) if f.capability == "publish"]
         assert f"pipeline review approve {outcome.run_id}" in outcome.error
@@ -160,7 +161,8 @@ def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
         assert outcome.exit_code == 0, outcome.error
     facts = {f.capability: f.value for f in ledger.facts(outcome.run_id)}
     # The real model sometimes stops before `report` (seen once in 5 runs): done_when does not require it.
-    assert {"topic", "draft", "humanize", "publish", "register"} <= set(facts)
+    # A held article's humanize raised (below the pass mark): not a fact; the approval's publish and register are.
+    assert {"topic", "draft", "publish", "register"} | (set() if held else {"humanize"}) <= set(facts)
     assert len(list((tmp_path / "site" / "posts").glob("*.html"))) == 1
     assert facts["register"].startswith("CT-")
 

@@ -269,5 +269,6 @@ def test_server_stopped_mid_run_exit_5_bounded(tmp_path, server):
     code, out, err = finished(proc, timeout=300)
     print(f"\nserver stopped: exit {code} {time.monotonic() - stopped:.1f} s later")
     assert code == 5, err[-2000:]
-    assert any(line.startswith("error: ") and "unavailable" in line for line in err.splitlines()), err
+    # The run's summary: its status, then why, in one line (a config error's line starts "error: " instead).
+    assert any(line.startswith("provider_unavailable: ") and "unavailable after" in line for line in err.splitlines()), err
     assert ledger_row(tmp_path)["status"] == "provider_unavailable"
