@@ -186,9 +186,12 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
         return out
     first = bs[0]
     opening_min = 40 if is_chinese(language) else 20
-    if first.kind != "paragraph" or prose_length(first.text, language) < opening_min:
+    opening_length = prose_length(first.text, language)
+    if first.kind != "paragraph" or opening_length < opening_min:
+        # Say what was found: "not a paragraph" about a short paragraph left the model nothing to change.
+        found = f"not a {first.kind}" if first.kind != "paragraph" else f"this one has {opening_length}"
         out.append(Problem("opening", f"line {first.line}", f"the article must open with a paragraph that states its point "
-                                                            f"(≥ {opening_min} {u}), not a {first.kind}"))
+                                                            f"(≥ {opening_min} {u}), {found}"))
     elif thesis and not (_key_terms(first.text, language) & (_key_terms(thesis, language) | _key_terms(topic, language))):
         out.append(Problem("opening", f"line {first.line}", "the opening paragraph does not state the article's point"))
     paragraph_no = 0

@@ -251,6 +251,18 @@ def test_chinese_is_counted_in_characters_and_checked_in_chinese():
         "夜间构建为什么变快了", ZH, topic="夜间构建为什么变快了", language="zh", min_length=1400)]
 
 
+def test_a_short_opening_is_told_its_length_not_called_something_else():
+    # Seen on the embedded model in Chinese: "…(≥ 40 characters), not a paragraph" about a paragraph, three times.
+    short = "构建变快了。\n\n" + ZH.split("\n\n", 1)[1]
+    [opening] = [p for p in art.check("夜间构建为什么变快了", short, topic="夜间构建为什么变快了", language="zh",
+                                      min_length=100) if p.check == "opening"]
+    assert opening.message.endswith("(≥ 40 characters), this one has 6"), opening.message
+    heading_first = "## 开头\n\n" + ZH
+    [opening] = [p for p in art.check("夜间构建为什么变快了", heading_first, topic="夜间构建为什么变快了",
+                                      language="zh", min_length=100) if p.check == "opening"]
+    assert opening.message.endswith("not a heading"), opening.message
+
+
 # --- rewrites where the score says -----------------------------------------------------------
 
 class FakeScorer:
