@@ -13,7 +13,7 @@ publication block on WordPress, a ``data-aigc`` attribute on the label's ``<sect
 draft API has no field for it). Each publisher's docstring says what it does.
 
 The article's language decides the text: the stored ``language`` where the caller knows it, otherwise
-Chinese characters outnumbering Latin words mean Chinese.
+the scorer's rule (``scores.detect_language``), so an English post quoting a Chinese phrase is labelled in English.
 """
 
 from __future__ import annotations
@@ -23,17 +23,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .scores import detect_language
-
 if TYPE_CHECKING:
     from .config import Config
 
 CATEGORY = "ai-generated"  # the feed category and the tag: one name everywhere
-
-
-def language_of(text: str) -> str:
-    """The scorer's rule, so an English post quoting a Chinese phrase is labelled in English."""
-    return detect_language(text)
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,9 @@ def known(llm: ChatModel, need: tuple[str, ...] = CAPABILITIES) -> Support:
         for c in CAPABILITIES:
             _set(out, c, True, "local")
         return out
-    if need == ("json_schema",) and cfg.json_schema is not None:
+    if cfg.json_schema is not None:  # the operator's word wins over the map
         _set(out, "json_schema", cfg.json_schema, "config")
+    if all(out.get(c) is not None for c in need):
         return out
     try:
         info = _load_litellm().get_model_info(model=cfg.model)
@@ -86,8 +87,6 @@ def known(llm: ChatModel, need: tuple[str, ...] = CAPABILITIES) -> Support:
         _set(out, "json_schema", info.get("supports_response_schema"), "model map")
         _set(out, "tools", info.get("supports_function_calling"), "model map")
         _set(out, "usage", True, "model map")  # every provider litellm maps reports usage
-    if cfg.json_schema is not None:  # the operator's word wins over the map
-        out.json_schema, out.sources["json_schema"] = cfg.json_schema, "config"
     return out
 
 
@@ -95,8 +94,9 @@ def support(llm: ChatModel, ledger: Ledger, *, served_model: str | None = None, 
             need: tuple[str, ...] = CAPABILITIES) -> Support:
     """``known(llm)``, the gaps filled from the ledger or, when it has no good answer for one of ``need``,
     by a probe (stored). ``refresh``: probe whatever is not known without a request, whatever the ledger says."""
-    out = known(llm, CAPABILITIES if refresh else need)
-    if all(out.get(c) is not None for c in (CAPABILITIES if refresh else need)):
+    wanted = CAPABILITIES if refresh else need
+    out = known(llm, wanted)
+    if all(out.get(c) is not None for c in wanted):
         return out
     model, base = llm.cfg.model, llm.cfg.api_base or ""
     row = ledger.capability(model, base)

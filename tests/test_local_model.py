@@ -140,10 +140,9 @@ def _shipped_config(tmp_path, **env):
 def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
     """The shipped config, end to end: a verified page and a registration (done_when), exit 0, or held below the
     pass mark (exit 4) and then published by an editor's approval."""
+    from pipeline import review
     from pipeline.ledger import Ledger
     from pipeline.runner import run_once
-
-    from pipeline import review
 
     cfg = _shipped_config(tmp_path)
     ledger = Ledger(cfg.ledger_url)

@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..content import to_html
-from ..disclosure import CATEGORY, Disclosure, language_of
+from ..disclosure import CATEGORY, Disclosure
 from ..files import atomic_write
+from ..scores import detect_language
 from ..untrusted import for_xml, visible
 from . import Published
 
@@ -70,9 +71,6 @@ def _env():
 
     return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html", "xml"]),
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-
-
-_lang = language_of
 
 
 def _summary(body_html: str) -> str:
@@ -176,7 +174,7 @@ class LocalSitePublisher:
         # bidi overrides and C1 controls would reorder or hide what a reader sees.
         body_html = for_xml(to_html(body_markdown))
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        language = _lang(title + body_markdown)
+        language = detect_language(title + body_markdown)
         d = self.disclosure
         post = Post(slug=slug, key=key, content_hash=content_hash, title=title,
                     published=_utc(published_at).isoformat(timespec="seconds"), updated=now,

@@ -42,9 +42,10 @@ import httpx
 
 from .. import deadline, http
 from ..content import to_html
-from ..disclosure import Disclosure, language_of
+from ..disclosure import Disclosure
 from ..errors import CapabilityError, ConfigError, PlatformUnavailableError
 from ..retry import Backoff
+from ..scores import detect_language
 from . import LookupUnsupported, Published, PublishOutcomeUnknown, same_content
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ class RemotePublisher:
             return Document(key, slug, title, body_markdown, content_hash)
         aigc = d.aigc(key=key, content_hash=content_hash, propagator=self.name)
         attr = html.escape(json.dumps(aigc, ensure_ascii=False, separators=(",", ":")))
-        text = html.escape(d.text(language_of(title + body_markdown)), quote=False)
+        text = html.escape(d.text(detect_language(title + body_markdown)), quote=False)
         return Document(key, slug, title, body_markdown, content_hash,
                         label_html=f'<p class="ai-disclosure" data-aigc="{attr}">{text}</p>\n', aigc=aigc)
 
