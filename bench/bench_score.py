@@ -4,7 +4,8 @@
 
 Per language and per source: AUC (human vs machine), TPR at 5 % FPR (machine passages flagged when
 at most 5 % of human ones are), and the pass rates of human and machine text at the shipped threshold;
-the same for the score before issue 21 (pipeline/stylometric.py, at the threshold 50 the shipped config used) on the same passages. Features come
+the same for the score before issue 21 (pipeline/stylometric.py, at the threshold 50 the shipped config used) on the same passages.
+Then each test paragraph scored alone, by length: where a per-paragraph number means something. Features come
 from bench/results/score_features.jsonl (bench/score_corpus.py), scored by the shipped calibration.
 """
 
@@ -18,7 +19,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from pipeline import scoring, stylometric  # noqa: E402
-from score_eval import auc, cached_features, corpus, digest, pass_rate, split_of, tpr_at_fpr  # noqa: E402
+from score_eval import (  # noqa: E402
+    auc,
+    by_length,
+    cached_features,
+    corpus,
+    digest,
+    paragraph_scores,
+    pass_rate,
+    split_of,
+    tpr_at_fpr,
+)
 
 
 def row(name: str, human: list[float], machine: list[float], threshold: float) -> dict:
@@ -49,7 +60,9 @@ def main() -> None:
         for source in sorted({r["source"] for r in human}):
             hs = [new[r["id"]] for r in human if r["source"] == source]
             lines.append({"set": f"human:{source}", "human": len(hs), "human_pass": round(pass_rate(hs, thr), 3)})
-        report["languages"][lang] = {"threshold": thr, "rows": lines}
+        paragraphs = by_length(paragraph_scores(test, cache, cal.probability), thr)
+        report["languages"][lang] = {"threshold": thr, "rows": lines, "paragraph_floor": cal.min_tokens_paragraph,
+                                     "paragraphs": paragraphs}
     if "--json" in sys.argv:
         print(json.dumps(report, indent=1, ensure_ascii=False))
         return
@@ -64,6 +77,12 @@ def main() -> None:
                 o = r["old_heuristic"]
                 print(f"{'  old heuristic (threshold 50)':44} {o['human']:>4} {o['machine']:>4} {o['auc']:>6} "
                       f"{o['tpr_at_5fpr']:>7} {o['human_pass']:>7} {o['machine_pass']:>7}")
+        print(f"\n{lang}: each paragraph scored alone, by its length in tokens (shipped floor: "
+              f"{data['paragraph_floor']}; shorter ones are too_short)")
+        print(f"{'tokens':44} {'hum':>4} {'mach':>4} {'AUC':>6} {'':>7} {'h pass':>7} {'m pass':>7}")
+        for r in data["paragraphs"]:
+            print(f"{r['tokens']:44} {r['human']:>4} {r['machine']:>4} {r['auc']:>6} {'':>7} {r['human_pass']:>7} "
+                  f"{r['machine_pass']:>7}")
 
 
 if __name__ == "__main__":

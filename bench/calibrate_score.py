@@ -4,8 +4,10 @@
 
 Per language: standardise the features (calibration mean and spread), fit a logistic regression
 human-vs-machine with both classes weighted equally (L2, Newton's method), and set the pass mark by
-one rule: the 10th percentile of the calibration human passages' scores, so 90 % of them pass. The
-test split is never read here.
+one rule: the 10th percentile of the calibration human passages' scores, so 90 % of them pass. A
+paragraph gets its own number only from the length (predicted tokens) where, on the calibration
+split's paragraphs, every longer bucket tells people from models with AUC >= 0.90
+(``min_tokens_paragraph``); shorter ones are ``too_short``. The test split is never read here.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from pipeline import scoring  # noqa: E402
 from pipeline.local import assets  # noqa: E402
-from score_eval import cached_features, corpus, digest, split_of  # noqa: E402
+from score_eval import by_length, cached_features, corpus, digest, paragraph_floor, paragraph_scores, split_of  # noqa: E402
 
 L2 = 1.0          # ridge on standardised coefficients: keeps secondary features from fitting noise
 HUMAN_PASS = 0.90  # the threshold rule
@@ -74,13 +76,20 @@ def main() -> None:
         human = sorted(100 * c.probability(dict(zip(scoring.FEATURES, f, strict=True))) for f, lab in zip(feats, y, strict=True) if lab == 1)
         k = int(math.floor((1 - HUMAN_PASS) * len(human)))
         threshold = math.floor(human[k] * 10) / 10
+        lengths = by_length(paragraph_scores(cal, cache, c.probability), threshold)
+        floor = paragraph_floor(lengths)
         out["languages"][lang] = {
             "mean": [round(v, 6) for v in mean], "scale": [round(v, 6) for v in scale],
             "coef": [round(v, 6) for v in coef], "intercept": round(intercept, 6), "threshold": threshold,
+            "min_tokens_paragraph": floor,
             "calibration": {"human": int(y.sum()), "machine": int(len(y) - y.sum()),
                             "sources": len({r["source"] for r in cal})},
         }
-        print(lang, "n_cal", len(cal), "threshold", threshold, "coef", dict(zip(scoring.FEATURES, np.round(coef, 2), strict=True)))
+        for line in lengths:
+            print(f"  {lang} paragraphs {line['tokens']:>8} tokens: {line['human']:4} human {line['machine']:4} machine "
+                  f"AUC {line['auc']}")
+        print(lang, "n_cal", len(cal), "threshold", threshold, "paragraph floor", floor,
+              "coef", dict(zip(scoring.FEATURES, np.round(coef, 2), strict=True)))
     target = HERE.parent / "pipeline" / "calibration" / "score.json"
     target.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print("wrote", target)

@@ -1,6 +1,6 @@
 """Machine passages for the score corpus: the embedded 1.5B and the 0.5B scoring model, four registers.
 
-    python bench/gen_machine.py MODEL.gguf GENERATOR_NAME OUT.jsonl [--per-topic N]
+    python bench/gen_machine.py MODEL.gguf GENERATOR_NAME OUT.jsonl [--per-topic N] [--lang zh]
     python bench/gen_machine.py --collect OUT.jsonl ...   (-> bench/corpus/score/machine_{en,zh}.jsonl)
 
 Each topic of bench/corpus/score/topics.json is asked for in one or more registers (plain, styled,
@@ -82,10 +82,12 @@ def cut(paras: list[str], lang: str) -> str | None:
     return text if lo <= size(text, lang) <= hi else None
 
 
-def items(per_topic: int) -> list[dict]:
+def items(per_topic: int, languages: tuple[str, ...] = ("en", "zh")) -> list[dict]:
     topics = json.loads((HERE / "corpus/score/topics.json").read_text())
     jobs = []
     for lang, groups in topics.items():
+        if lang not in languages:
+            continue
         for group, names in groups.items():
             for i, topic in enumerate(names):
                 for k in range(per_topic):
@@ -103,6 +105,7 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--per-topic", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--lang", choices=["en", "zh"], action="append", help="only these languages (default: both)")
     args = ap.parse_args()
     import xllamacpp
 
@@ -138,7 +141,7 @@ def main() -> None:
                 "topic_group": job["group"], "seed": job["seed"], "prompt": prompt, "temperature": 0.8, "text": text, "raw": raw}
 
     with out.open("a") as fh, cf.ThreadPoolExecutor(args.parallel) as pool:
-        for row in pool.map(one, items(args.per_topic)):
+        for row in pool.map(one, items(args.per_topic, tuple(args.lang or ("en", "zh")))):
             if row is not None:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 fh.flush()

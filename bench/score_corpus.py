@@ -4,8 +4,11 @@
 
 Reads bench/corpus/score/{human,machine}_{en,zh}.jsonl, scores each passage paragraph by paragraph
 exactly as the pipeline's scorer does (``pipeline.scoring.ModelScorer``: one sequence per paragraph,
-pooled), and appends {"id", "sha", "n", features...} to bench/results/score_features.jsonl. Resumable:
-passages already there (same text digest) are skipped. The model loads once.
+pooled), and appends {"id", "sha", "n", features..., "paragraphs": [{"n", features...}, ...]} to
+bench/results/score_features.jsonl: the passage's pooled features, and each paragraph's own (what
+``pipeline score`` shows per paragraph, measured by bench_score.py by paragraph length). Resumable:
+passages already there (same text digest) are skipped; ``--paragraphs`` re-scores those cached
+before paragraph features were kept (a later line wins). The model loads once.
 """
 
 from __future__ import annotations
@@ -43,9 +46,12 @@ def features(model, row: dict) -> dict:
     # The scorer's own path (paragraphs_of, one sequence per paragraph, pool_paragraph), minus the
     # calibration that this script's output is for.
     total = scoring.Pooled()
+    paragraphs = []
     for para in scoring.paragraphs_of(row["text"]):
-        total.add(scoring.pool_paragraph(para, model.stats(para), row["lang"]))
-    return {"id": row["id"], "sha": digest(row["text"]), "n": total.n, **total.features()}
+        pooled = scoring.pool_paragraph(para, model.stats(para), row["lang"])
+        paragraphs.append({"n": pooled.n, **pooled.features()})
+        total.add(pooled)
+    return {"id": row["id"], "sha": digest(row["text"]), "n": total.n, **total.features(), "paragraphs": paragraphs}
 
 
 def main() -> None:
@@ -53,10 +59,13 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--per-source", type=int, default=0, help="score at most this many human passages per source")
     ap.add_argument("--data-dir", default=str(HERE.parent / "var"))
+    ap.add_argument("--paragraphs", action="store_true", help="re-score passages cached without paragraph features")
+    ap.add_argument("--lang", choices=["en", "zh"], help="only this language")
     args = ap.parse_args()
     done = set()
     if OUT.exists():
-        done = {(r["id"], r["sha"]) for r in map(json.loads, OUT.read_text().splitlines())}
+        done = {(r["id"], r["sha"]) for r in map(json.loads, OUT.read_text().splitlines())
+                if "paragraphs" in r or not args.paragraphs}
     rows = passages()
     if args.per_source:  # a subsample, every source represented: machine passages first, then humans round-robin
         seen: dict[str, int] = {}
@@ -68,7 +77,7 @@ def main() -> None:
                     continue
             kept.append(r)
         rows = sorted(kept, key=lambda r: (r["label"] != "machine", seen.get(r["source"], 0) and 0))
-    todo = [r for r in rows if (r["id"], digest(r["text"])) not in done]
+    todo = [r for r in rows if (r["id"], digest(r["text"])) not in done and args.lang in (None, r["lang"])]
     if args.limit:
         todo = todo[:args.limit]
     from pipeline.local import assets, logprobs

@@ -78,3 +78,48 @@ def tpr_at_fpr(human: list[float], machine: list[float], fpr: float = 0.05) -> f
 
 def pass_rate(scores: list[float], threshold: float) -> float:
     return sum(1 for s in scores if s >= threshold) / len(scores) if scores else float("nan")
+
+
+# Paragraph lengths (predicted tokens) at which per-paragraph scores are measured, and the bar a
+# length must clear before a paragraph of it gets a number (calibrate_score.py sets the floor by it).
+PARAGRAPH_EDGES = (20, 30, 40, 60, 80, 100, 150)
+PARAGRAPH_AUC = 0.90
+
+
+def paragraph_scores(rows: list[dict], cache: dict, probability) -> list[tuple[str, int, float]]:
+    """(label, tokens, score) of every paragraph of ``rows`` whose features were cached per paragraph."""
+    out = []
+    for r in rows:
+        cached = cache.get((r["id"], digest(r["text"])), {})
+        for para in cached.get("paragraphs", []):
+            out.append((r["label"], para["n"], 100 * probability(para)))
+    return out
+
+
+def by_length(scored: list[tuple[str, int, float]], threshold: float) -> list[dict]:
+    """Per paragraph-length bucket: how many of each kind, AUC, and the pass rates at ``threshold``."""
+    lines = []
+    for lo, hi in zip(PARAGRAPH_EDGES, PARAGRAPH_EDGES[1:] + (10**9,), strict=True):
+        human = [s for lab, n, s in scored if lab == "human" and lo <= n < hi]
+        machine = [s for lab, n, s in scored if lab == "machine" and lo <= n < hi]
+        lines.append({"tokens": f"{lo}-{hi - 1}" if hi < 10**9 else f"{lo}+", "lo": lo, "human": len(human),
+                      "machine": len(machine), "auc": round(auc(human, machine), 3),
+                      "human_pass": round(pass_rate(human, threshold), 3),
+                      "machine_pass": round(pass_rate(machine, threshold), 3)})
+    return lines
+
+
+def paragraph_floor(lines: list[dict], minimum: int = 5) -> int:
+    """The shortest length from which every bucket has AUC >= PARAGRAPH_AUC.
+
+    Walks down from the longest paragraphs; stops at the first bucket that fails the bar, or that holds
+    fewer than ``minimum`` of either kind below a measured one (an unmeasured length proves nothing).
+    """
+    floor, seen = PARAGRAPH_EDGES[-1], False
+    for line in reversed(lines):
+        measured = line["human"] >= minimum and line["machine"] >= minimum
+        if (measured and not line["auc"] >= PARAGRAPH_AUC) or (not measured and seen):
+            break
+        seen = seen or measured
+        floor = line["lo"]
+    return floor

@@ -66,7 +66,9 @@ from .scores import (  # noqa: F401  (re-exported: the scorer's API)
 METHOD = "fdg-lr"          # Fast-DetectGPT curvature + perplexity features, logistic calibration
 METHOD_VERSION = 1
 FEATURES = ("curvature", "log_ppl", "entropy", "log_rank", "burstiness", "stock_phrases", "sentence_cv")
-# Below these many predicted tokens a number would be noise: the verdict is too_short instead.
+# Below these many predicted tokens a number would be noise: the verdict is too_short instead. A
+# paragraph's floor is measured per language (calibration file: where paragraph scores start to tell
+# people from models); this one applies to a calibration that predates the measurement.
 MIN_TOKENS_TOTAL = 60
 MIN_TOKENS_PARAGRAPH = 20
 
@@ -148,6 +150,7 @@ class Calibration:
     coef: tuple[float, ...]
     intercept: float
     threshold: float
+    min_tokens_paragraph: int = MIN_TOKENS_PARAGRAPH
 
     def probability(self, features: dict[str, float]) -> float:
         z = self.intercept + sum(c * (features[f] - m) / s
@@ -179,7 +182,8 @@ def calibrations() -> CalibrationSet:
             raise ConfigError("scoring: pipeline/calibration/score.json was fitted for other features; "
                               "refit it with bench/calibrate_score.py")
         langs = {lang: Calibration(lang, tuple(c["mean"]), tuple(c["scale"]), tuple(c["coef"]),
-                                   float(c["intercept"]), float(c["threshold"]))
+                                   float(c["intercept"]), float(c["threshold"]),
+                                   int(c.get("min_tokens_paragraph", MIN_TOKENS_PARAGRAPH)))
                  for lang, c in data["languages"].items()}
         _calibrations = CalibrationSet(data["model_sha256"], data["model_file"],
                                        hashlib.sha256(raw).hexdigest()[:8], langs)
@@ -258,7 +262,7 @@ class ModelScorer:
 
     def _paragraph(self, index: int, text: str, language: str) -> ParagraphScore:
         pooled = self._pooled(text, language)
-        value = self._value(pooled, language, MIN_TOKENS_PARAGRAPH)
+        value = self._value(pooled, language, calibrations().languages[language].min_tokens_paragraph)
         return ParagraphScore(index, value, value is None, pooled.n)
 
     def score(self, text: str, language: str | None = None) -> Score:

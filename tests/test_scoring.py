@@ -110,6 +110,50 @@ def test_too_short_is_a_verdict_not_a_number(scorer):
     assert s.paragraphs[0].too_short and s.paragraphs[0].score is None
 
 
+def test_a_paragraph_below_the_measured_floor_gets_no_number_but_counts_in_the_total(scorer, monkeypatch):
+    """The floor is where paragraph scores were measured to mean something (calibration file), per language."""
+    floored = scoring.CalibrationSet("0" * 64, "m.gguf", "abcd1234",
+                                     {"en": Calibration(**{**CAL.__dict__, "min_tokens_paragraph": 60})})
+    monkeypatch.setattr(scoring, "calibrations", lambda: floored)
+    short = "Machine " + "words " * 40           # 40 predicted tokens: above the old 20, below 60
+    long = "Human " + "words " * 120
+    s = scorer.score(f"{short}\n\n{long}", "en")
+    assert s.paragraphs[0].too_short and s.paragraphs[0].score is None and s.paragraphs[0].tokens == 40
+    assert not s.paragraphs[1].too_short and s.paragraphs[1].score is not None
+    pooled = Pooled()
+    for p in paragraphs_of(f"{short}\n\n{long}"):
+        pooled.add(pool_paragraph(p, scorer._model.stats(p), "en"))
+    assert s.total == round(100 * CAL.probability(pooled.features()), 1)  # the short one's tokens still count
+    assert [w.index for w in s.weakest(2)] == [1]  # the feedback never quotes an unmeasured paragraph
+
+
+def test_the_paragraph_floor_rule():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from score_eval import by_length, paragraph_floor
+
+    def scored(lo: int, separated: bool) -> list[tuple[str, int, float]]:
+        # ten of each kind at this length; separated: every human above every machine (AUC 1), else mixed (0.5)
+        human = [("human", lo, 60.0 + i) for i in range(10)]
+        machine = [("machine", lo, (10.0 if separated else 60.0) + i) for i in range(10)]
+        return human + machine
+
+    longer = [x for n in (45, 70, 90, 120, 200) for x in scored(n, True)]
+    assert paragraph_floor(by_length(scored(25, True) + scored(35, True) + longer, 50.0)) == 20
+    # 30-39 unmeasured below a measured 40-59: the walk stops there, even though 20-29 separates
+    assert paragraph_floor(by_length(scored(25, True) + longer, 50.0)) == 40
+    # a length that fails stops the walk, whatever is shorter
+    assert paragraph_floor(by_length(scored(25, True) + scored(35, True) + scored(45, False) + longer[20:], 50.0)) == 60
+
+
+def test_the_shipped_calibration_measured_a_paragraph_floor():
+    data = json.loads(scoring.calibration_file().read_text())
+    for lang in ("en", "zh"):
+        assert scoring.MIN_TOKENS_PARAGRAPH <= data["languages"][lang]["min_tokens_paragraph"] <= 150
+
+
 def test_headings_and_code_are_not_paragraphs():
     md = "# Title\n\nFirst para\nstill first.\n\n## Section\n\n```\ncode here\n```\n\nSecond."
     assert paragraphs_of(md) == ["First para\nstill first.", "Second."]
