@@ -60,7 +60,6 @@ def main() -> None:
     ap.add_argument("--per-source", type=int, default=0, help="score at most this many human passages per source")
     ap.add_argument("--data-dir", default=str(HERE.parent / "var"))
     ap.add_argument("--paragraphs", action="store_true", help="re-score passages cached without paragraph features")
-    ap.add_argument("--lang", choices=["en", "zh"], help="only this language")
     args = ap.parse_args()
     done = set()
     if OUT.exists():
@@ -77,7 +76,7 @@ def main() -> None:
                     continue
             kept.append(r)
         rows = sorted(kept, key=lambda r: (r["label"] != "machine", seen.get(r["source"], 0) and 0))
-    todo = [r for r in rows if (r["id"], digest(r["text"])) not in done and args.lang in (None, r["lang"])]
+    todo = [r for r in rows if (r["id"], digest(r["text"])) not in done]
     if args.limit:
         todo = todo[:args.limit]
     from pipeline.local import assets, logprobs
