@@ -31,8 +31,9 @@ from pipeline.errors import CapabilityError
 from pipeline.tools import RunContext, capability
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
-OUTLINE_ATTEMPTS = 2
+OUTLINE_ATTEMPTS = 3  # an unusable outline (cut off, meta-text, framing sections) is asked again, told why
 PART_ATTEMPTS = 2      # a part that breaks a rule is written once more, told why
+REPAIR_ROUNDS = 2      # rounds of rewriting the parts a completeness check found a problem in
 EXTENSIONS = 3         # paragraphs added to short sections, at most, to reach the length floor
 TAIL = 160             # characters of the previous part shown to the next one
 # Model tokens per unit of length: English words (Qwen2.5 measured ~1.35) or Chinese characters (~0.7);
@@ -57,6 +58,9 @@ OUTLINE_SCHEMA: dict[str, Any] = {
     },
     "required": ["title", "thesis", "sections"], "additionalProperties": False,
 }
+FRAME_HEADINGS = {"introduction", "intro", "conclusion", "conclusions", "summary", "overview", "final thoughts",
+                  "wrapping up", "引言", "前言", "简介", "介绍", "结论", "总结", "结语", "概述", "小结"}
+OUTLINE_MAX_TOKENS = 700  # English outlines measured 290-400 tokens on the embedded model; 400 cut two mid-JSON
 MAX_HEADING = 80  # characters; a longer one is a sentence, not a heading (the title is the topic's when off)
 
 
@@ -106,9 +110,22 @@ def parse_outline(text: str) -> dict:
     for s in sections:
         if isinstance(s, dict) and str(s.get("heading", "")).strip() and str(s.get("point", "")).strip():
             clean.append({"heading": _one_line(str(s["heading"])).lstrip("#").strip(), "point": _one_line(str(s["point"]))})
+    # The opening and the closing are written as their own parts: an "Introduction" or "Conclusion" section
+    # wrote them twice (seen on the embedded model: both, in one outline of four).
+    body = [s for s in clean if _bare(s["heading"]) not in FRAME_HEADINGS]
+    if len(body) >= 3:
+        clean = body
+    elif len(clean) >= 3:
+        raise ValueError("sections named Introduction or Conclusion are not sections: the opening and closing are "
+                         "written separately; give 3 to 6 sections about the subject")
     if not 3 <= len(clean) <= 6:
         raise ValueError(f"{len(clean)} usable sections; the outline needs 3 to 6")
     title = _one_line(title).lstrip("#").strip()
+    for text in [thesis] + [s["point"] for s in clean]:
+        for rx, what in art._META:
+            m = rx.search(text)
+            if m:  # the thesis goes into every part's prompt: a thesis about the post gets the post written about itself
+                raise ValueError(f"the thesis and points must state claims about the subject, not {what} ('{m.group(0)}')")
     if any(len(s["heading"]) > MAX_HEADING for s in clean):
         raise ValueError(f"headings are at most {MAX_HEADING} characters")
     return {"title": title, "thesis": _one_line(thesis), "sections": clean}
@@ -136,13 +153,17 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
     fmt = ({"type": "json_schema", "json_schema": {"name": "article_outline", "schema": OUTLINE_SCHEMA, "strict": True}}
            if constrained else None)
     why = ""
+    retry = ctx.prompts.table(f"parts.{'zh' if d.language == 'zh' else 'en'}.toml")["retry"]
     for _ in range(OUTLINE_ATTEMPTS):
-        reply = ctx.llm.complete([{"role": "user", "content": prompt}], response_format=fmt, max_tokens=400)
+        ask = prompt if not why else f"{prompt}\n\n{Template(retry).substitute(why=why)}"
+        reply = ctx.llm.complete([{"role": "user", "content": ask}], response_format=fmt, max_tokens=OUTLINE_MAX_TOKENS)
         try:
             plan = parse_outline(reply.text)
             break
         except ValueError as exc:
             why = str(exc)
+            if reply.finish_reason == "length":  # a cut JSON object fails to parse; say why it was cut
+                why = f"the answer was cut off at {OUTLINE_MAX_TOKENS} tokens: keep each point to one short sentence"
     else:
         raise CapabilityError(f"the outline for topic {topic.id} was unusable ({why}); call draft again")
     if not art.on_topic(plan["title"], topic.title, d.language):
@@ -170,11 +191,7 @@ def clean_part(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|(?<=[。！？])")
-
-
-def sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+sentences = art.sentences
 
 
 def paragraphs(text: str) -> list[str]:
@@ -233,17 +250,29 @@ def part_problems(text: str, language: str, min_paragraphs: int) -> list[str]:
 
 
 class Writer:
-    """Writes the parts of one article: same system turn each time, bounded calls, continuation."""
+    """Writes the parts of one article: same system turn each time, bounded calls, continuation.
+
+    The parts (opening, one body per section, closing) are kept apart until the end, so that a
+    completeness problem found in the assembled article is traced to the part it is in and only
+    that part is written again (``repair``), told which check failed and why.
+    """
 
     def __init__(self, ctx: RunContext, outline: Any) -> None:
         self.ctx, self.d = ctx, ctx.cfg.draft
         self.language = self.d.language
+        self.title = outline.title
         self.sections = json.loads(outline.sections_json)
         listed = "\n".join(f"{i}. {s['heading']}: {s['point']}" for i, s in enumerate(self.sections, 1))
         self.system = ctx.prompts.render(prompt_name("section", self.language), audience=self.d.audience,
                                          style=self.d.style, title=outline.title, thesis=outline.thesis, sections=listed)
         self.asks = ctx.prompts.table(f"parts.{'zh' if self.language == 'zh' else 'en'}.toml")
         self.log: list[dict] = []
+        self.repairs: list[dict] = []
+        target = self.d.target()
+        self.opening_n, self.closing_n = max(40, target // 8), max(30, target // 10)
+        self.per_section = max(60, (target - self.opening_n - self.closing_n) // len(self.sections))
+        self.opening, self.closing = "", ""
+        self.bodies: list[str] = [""] * len(self.sections)
 
     def ask(self, key: str, **values: Any) -> str:
         return Template(self.asks[key]).substitute({k: str(v) for k, v in values.items()}).strip()
@@ -256,11 +285,11 @@ class Writer:
                                       max_tokens=self.budget(units))
         cut = reply.finish_reason == "length"
         self.log.append({"tokens": reply.completion_tokens, "cut": cut})
-        return clean_part(reply.text), cut
+        return drop_heading_lines(clean_part(reply.text), [self.title] + [s["heading"] for s in self.sections]), cut
 
-    def write(self, user: str, units: int, min_paragraphs: int, name: str) -> str:
+    def write(self, user: str, units: int, min_paragraphs: int, name: str, why: str = "") -> str:
         """One part: continued while cut, rewritten when it still breaks a rule (told why)."""
-        text, why = "", ""
+        text = ""
         for attempt in range(PART_ATTEMPTS):
             ask = user if not why else f"{user}\n\n{self.ask('retry', why=why)}"
             text, cut = self.call(ask, units)
@@ -284,38 +313,130 @@ class Writer:
             why = "; ".join(problems)
         return text  # the article's check names what is still wrong, and where
 
-    def article(self) -> tuple[str, list[str]]:
-        target = self.d.target()
-        opening_n, closing_n = max(40, target // 8), max(30, target // 10)
-        per_section = max(60, (target - opening_n - closing_n) // len(self.sections))
-        opening = self.write(self.ask("opening", words=opening_n), opening_n, 1, "opening")
-        bodies: list[str] = []
-        tail = opening
-        for i, s in enumerate(self.sections, 1):
-            body = self.write(self.ask("section", number=i, count=len(self.sections), heading=s["heading"],
-                                       point=s["point"], words=per_section, tail=_tail(tail)),
-                              per_section, 2, f"section {i}")
-            bodies.append(body)
-            tail = body
-        closing = self.write(self.ask("closing", words=closing_n, tail=_tail(tail)), closing_n, 1, "closing")
+    # --- the parts, by name: "opening", "section 1" … "section N", "closing" --------------------
+
+    def part_names(self) -> list[str]:
+        return ["opening"] + [f"section {i}" for i in range(1, len(self.sections) + 1)] + ["closing"]
+
+    def write_part(self, name: str, why: str = "") -> None:
+        if name == "opening":
+            self.opening = self.write(self.ask("opening", words=self.opening_n), self.opening_n, 1, name, why)
+        elif name == "closing":
+            tail = next((b for b in reversed(self.bodies) if b), self.opening)
+            self.closing = self.write(self.ask("closing", words=self.closing_n, tail=_tail(tail)), self.closing_n, 1,
+                                      name, why)
+        else:
+            k = int(name.split()[1]) - 1
+            s, tail = self.sections[k], (self.bodies[k - 1] if k else self.opening)
+            self.bodies[k] = self.write(self.ask("section", number=k + 1, count=len(self.sections), heading=s["heading"],
+                                                 point=s["point"], words=self.per_section, tail=_tail(tail)),
+                                        self.per_section, 2, name, why)
+
+    def extend(self) -> None:
+        """Short of the length floor: the shortest sections get one more paragraph each (bounded)."""
         floor = self.d.min_length()
         for _ in range(EXTENSIONS):
-            if art.body_length(self._assemble(opening, bodies, closing), self.language) >= floor:
-                break
-            k = min(range(len(bodies)), key=lambda j: art.prose_length(bodies[j], self.language))
-            n = per_section // 2
-            more = self.write(self.ask("extend", heading=self.sections[k]["heading"], so_far=bodies[k], words=n),
+            if art.body_length(self.body(), self.language) >= floor:
+                return
+            k = min(range(len(self.bodies)), key=lambda j: art.prose_length(self.bodies[j], self.language))
+            n = self.per_section // 2
+            more = self.write(self.ask("extend", heading=self.sections[k]["heading"], so_far=self.bodies[k], words=n),
                               n, 1, f"section {k + 1}, one more paragraph")
             if more and not part_problems(more, self.language, 1):
-                bodies[k] = f"{bodies[k]}\n\n{more}"
-        return self._assemble(opening, bodies, closing), [s["heading"] for s in self.sections]
+                self.bodies[k] = f"{self.bodies[k]}\n\n{more}"
 
-    def _assemble(self, opening: str, bodies: list[str], closing: str) -> str:
-        out = [opening]
-        for s, body in zip(self.sections, bodies, strict=True):
+    def article(self) -> tuple[str, list[str]]:
+        for name in self.part_names():
+            self.write_part(name)
+        self.drop_repeats()
+        self.extend()
+        self.drop_repeats()
+        return self.body(), [s["heading"] for s in self.sections]
+
+    def drop_repeats(self) -> None:
+        """A sentence said earlier in the article (word for word, or all but a word) is deleted where it is said again.
+
+        The embedded model repeats itself across parts (each part sees the outline and the end of the one
+        before, not the whole article): one run said "The implementation of these fixes was a significant
+        step forward …" four times. A repeat adds nothing for a reader, so the system removes it; a section
+        left too thin by that fails its check and is written again."""
+        said = art.SaidBefore(self.language)
+        joiner = "" if self.language == "zh" else " "
+
+        def without(text: str, name: str) -> str:
+            out, changed = [], False
+            for p in paragraphs(text):
+                kept = []
+                for sentence in art.sentences(p):
+                    if said.repeated(sentence) is not None:
+                        self.repairs.append({"part": name, "dropped": sentence[:120]})
+                        changed = True
+                        continue
+                    said.add(sentence, 0)
+                    kept.append(sentence)
+                if kept:
+                    out.append(joiner.join(kept) if len(kept) < len(art.sentences(p)) else p)
+            return "\n\n".join(out) if changed else text
+
+        self.opening = without(self.opening, "opening")
+        self.bodies = [without(b, f"section {k}") for k, b in enumerate(self.bodies, 1)]
+        self.closing = without(self.closing, "closing")
+
+    def repair(self, problems: list[art.Problem]) -> bool:
+        """Write again each part a problem is in, told which check failed; False when none can be traced."""
+        by_part: dict[str, list[art.Problem]] = {}
+        for p in problems:
+            name = self.part_at(p.line)
+            if name is not None:
+                by_part.setdefault(name, []).append(p)
+        for name, found in by_part.items():
+            why = "; ".join(f"{p.check}: {p.message}" for p in found)
+            self.repairs.append({"part": name, "why": why})
+            self.write_part(name, why)
+        if by_part:
+            self.drop_repeats()
+            self.extend()
+        return bool(by_part)
+
+    def spans(self) -> list[tuple[str, int, int]]:
+        """Each part's first and last line in the assembled body (a section's includes its heading)."""
+        out, line = [], 1
+        pieces = [("opening", self.opening)] + [(f"section {i}", f"## {s['heading']}\n\n{b}".rstrip())
+                                                for i, (s, b) in enumerate(zip(self.sections, self.bodies, strict=True), 1)]
+        pieces.append(("closing", self.closing))
+        for name, text in pieces:
+            if not text.strip():
+                continue
+            n = text.count("\n") + 1
+            out.append((name, line, line + n - 1))
+            line += n + 1  # the blank line between parts
+        return out
+
+    def part_at(self, line: int) -> str | None:
+        if line <= 0:
+            return None
+        return next((name for name, first, last in self.spans() if first <= line <= last), None)
+
+    def body(self) -> str:
+        out = [self.opening]
+        for s, body in zip(self.sections, self.bodies, strict=True):
             out += [f"## {s['heading']}", body]
-        out.append(closing)
+        out.append(self.closing)
         return "\n\n".join(x for x in out if x.strip())
+
+
+def drop_heading_lines(text: str, headings: list[str]) -> str:
+    """A part's stray heading lines: the model sometimes repeats the next section's heading (or the title)
+    as a bare line at the end of a part; the system writes headings itself, so such a line is not prose."""
+    names = {_bare(h) for h in headings if _bare(h)}
+    kept = [ln for ln in text.splitlines() if not (ln.strip() and _bare(ln) in names)]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def _bare(line: str) -> str:
+    """A line as a heading would read: no markup, numbering, label or closing colon; lower case."""
+    line = re.sub(r"^\s*(#+|\*\*|\d+[.)、]|section \d+[:.]?|第.节[:：]?)\s*", "", line.strip(), flags=re.IGNORECASE)
+    return line.strip(" *_:：.。").casefold()
 
 
 def _tail(text: str) -> str:
@@ -344,14 +465,25 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
     writer = Writer(ctx, outline)
     body, _ = writer.article()
     title = outline.title
-    problems = art.check(title, body, topic=t.title, language=d.language, min_length=d.min_length(),
+
+    def checked(body: str) -> list[art.Problem]:
+        return art.check(title, body, topic=t.title, language=d.language, min_length=d.min_length(),
                          max_length=d.max_length(), thesis=outline.thesis)
+
+    problems = checked(body)
+    # A failing part is written again, told why, rather than the whole draft (which cost a full second draft).
+    for _ in range(REPAIR_ROUNDS):
+        if not problems or not writer.repair(problems):
+            break
+        body = writer.body()
+        problems = checked(body)
     if problems:
         shown = "; ".join(str(p) for p in problems[:6])
         raise CapabilityError(f"the draft for topic {topic_id} failed the completeness checks: {shown}. "
                               "Nothing was stored; call draft again to rewrite it")
     checks = art.report(problems, title, body, d.language)
     checks["calls"] = writer.log
+    checks["repairs"] = writer.repairs
     with ctx.ledger.write() as s:
         row = Article(run_id=ctx.run_id, topic_id=topic_id, kind="draft", title=title, body=body,
                       language=d.language, content_hash=content_hash(title, body), outline_id=outline.id,

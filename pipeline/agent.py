@@ -118,8 +118,13 @@ class AgentLoop:
                 repeated: tuple[str, str, int] | None = None
                 for call in reply.tool_calls:
                     self.observer.tool_started(call.name)
-                    with deadline.limit(self.cfg.step_deadline_s, f"step: {call.name}"):
-                        result = self.toolbox.execute(ctx, call, turn)
+                    try:
+                        with deadline.limit(self.cfg.step_deadline_s, f"step: {call.name}"):
+                            result = self.toolbox.execute(ctx, call, turn)
+                    except BaseException as exc:  # the step ends the run (held below the pass mark, a deadline …)
+                        shown = str(exc) or type(exc).__name__
+                        self.observer.tool_finished(call.name, False, {"error": shown if len(shown) <= 160 else shown[:159] + "…"})
+                        raise
                     content = result.content()
                     ledger.add_turn(run_id, "tool", content, tool_call_id=call.id)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": content})

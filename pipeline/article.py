@@ -7,7 +7,7 @@ passed or not, is stored with the article (``articles.checks_json``).
 Checks: title on topic; an opening paragraph that states the point; every heading followed by
 body text; sections of at least two paragraphs; a closing paragraph; every paragraph and the
 last sentence complete; no preamble or meta-text (English and Chinese); no near-duplicate
-paragraphs; no code fence or list left open; the length floor (``[draft] target_words`` for
+paragraphs or sentences said twice; no code fence or list left open; the length floor (``[draft] target_words`` for
 English, ``target_chars`` for Chinese, times ``min_ratio``).
 
 The same module splits Markdown into blocks (headings, paragraphs, lists, code) for humanize,
@@ -34,6 +34,12 @@ META = [
     (r"^\s*(sure|certainly|of course|okay|ok)\b[,!.]?\s*(here('s| is| are)|i('ll| will| can))", "a preamble ('Sure, here's …')"),
     (r"\bhere('s| is) (the|an|your|a) (article|draft|blog post|post|rewrite|section|outline)\b", "a preamble ('Here is the article')"),
     (r"\bin this (article|post|blog post|piece)\b[^.]{0,40}\b(we|i)('ll| will| shall)\b", "meta-text ('In this article, we will …')"),
+    # The article describing itself ("The article explores …", "This post highlights …"): seen in the embedded
+    # model's openings and closings, where a reader expects the point itself.
+    (r"\b(the|this) (article|post|blog post|piece|essay|section)\b\s+(also\s+)?(explores?|emphasi[sz]es|highlights|"
+     r"discusses|examines|delves|aims|covers|outlines|describes|argues|concludes|provides|offers|will|has (explored|shown|discussed))\b",
+     "meta-text ('The article explores …')"),
+    (r"\bin this (section|article|post)\b,?\s+(we|i)\b", "meta-text ('In this section, we …')"),
     (r"\bas an ai\b|\bas a (large )?language model\b|\bi('m| am) an ai\b", "AI-assistant boilerplate ('As an AI')"),
     (r"\[(your|author'?s?|insert|company|name)[^\]]{0,30}\]", "a placeholder ('[Your Name]')"),
     (r"\blorem ipsum\b", "placeholder text ('Lorem ipsum')"),
@@ -41,6 +47,7 @@ META = [
     (r"^\s*(好的|当然|没问题)[，,！!。]?\s*(以下|下面|这是)", "a preamble ('好的，以下是…')"),
     (r"(以下|下面)是(一篇|本文|文章|为您|为你|我)", "a preamble ('以下是…')"),
     (r"(在|本)(本文|这篇文章)中[，,]?(我们|我)(将|会)", "meta-text ('在本文中，我们将…')"),
+    (r"(本文|这篇文章|本节|这一节)(将|主要|还|也)?(探讨|介绍|讨论|强调|阐述|分析|总结|旨在|围绕)", "meta-text ('本文探讨…')"),
     (r"作为一个?(人工智能|AI|语言模型)|我是一个?(AI|人工智能)", "AI-assistant boilerplate ('作为一个AI')"),
     (r"[【\[](你的名字|作者|姓名|公司名称|插入)[^】\]]{0,20}[】\]]", "a placeholder ('[你的名字]')"),
     (r"希望(这篇文章|本文|以上内容)(对你|对您|能)", "a note about the request"),
@@ -68,6 +75,9 @@ class Problem:
     check: str
     where: str
     message: str
+    # The body line the problem is at (0: the title or the body as a whole), so that the draft step can
+    # rewrite the one part responsible instead of the whole article.
+    line: int = 0
 
     def __str__(self) -> str:
         return f"{self.check} ({self.where}): {self.message}"
@@ -107,6 +117,52 @@ def blocks(body: str) -> list[Block]:
         kind = "list" if _LIST.match(text) else "quote" if text.startswith(">") else "paragraph"
         out.append(Block(kind, text, start + 1))
     return out
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|(?<=[。！？])")
+# A sentence this long (words, or characters in Chinese) said twice in one article is a repeat, not an echo.
+REPEAT_MIN = {"en": 6, "zh": 12}
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def sentence_key(sentence: str, language: str) -> str | None:
+    """What two sentences share when one repeats the other (case, spacing and punctuation aside); None when
+    the sentence is too short to count ("That stung." twice is a writer's echo, not a repeat)."""
+    if prose_length(sentence, language) < REPEAT_MIN["zh" if is_chinese(language) else "en"]:
+        return None
+    return re.sub(r"[\W_]+", " ", sentence.casefold()).strip()
+
+
+SAME_SENTENCE = 0.9  # difflib ratio between two sentences' keys above which one says the other again
+
+
+class SaidBefore:
+    """The sentences of an article so far, to tell when one is said again (word for word, or all but a word)."""
+
+    def __init__(self, language: str) -> None:
+        self.language = language
+        self.keys: list[tuple[str, int]] = []
+
+    def repeated(self, sentence: str) -> int | None:
+        """The paragraph that said ``sentence`` already, if one did; None when it is new (or too short to count)."""
+        key = sentence_key(sentence, self.language)
+        if key is None:
+            return None
+        for earlier, where in self.keys:
+            if earlier == key:
+                return where
+            sm = difflib.SequenceMatcher(None, earlier, key, autojunk=False)
+            if sm.real_quick_ratio() >= SAME_SENTENCE and sm.quick_ratio() >= SAME_SENTENCE and sm.ratio() >= SAME_SENTENCE:
+                return where
+        return None
+
+    def add(self, sentence: str, where: int) -> None:
+        key = sentence_key(sentence, self.language)
+        if key is not None:
+            self.keys.append((key, where))
 
 
 def heading_text(block: Block) -> str:
@@ -176,10 +232,11 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
     elif not on_topic(title, topic, language):
         out.append(Problem("title", "first line", f"the title '{_snippet(title)}' is not about the topic '{topic}'"))
     for rx, what in _META:
-        for text, where in [(title, "title")] + [(b.text, f"line {b.line}") for b in bs if b.kind != "code"]:
+        for text, where, line in [(title, "title", 0)] + [(b.text, f"line {b.line}", b.line) for b in bs if b.kind != "code"]:
             m = rx.search(text)
             if m:
-                out.append(Problem("meta-text", where, f"{what}: '{_snippet(m.group(0), 40)}'; write about the subject only"))
+                out.append(Problem("meta-text", where, f"{what}: '{_snippet(m.group(0), 40)}'; write about the subject only",
+                                   line))
                 break
     if not bs:
         out.append(Problem("length", "body", "the body is empty"))
@@ -191,9 +248,10 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
         # Say what was found: "not a paragraph" about a short paragraph left the model nothing to change.
         found = f"not a {first.kind}" if first.kind != "paragraph" else f"this one has {opening_length}"
         out.append(Problem("opening", f"line {first.line}", f"the article must open with a paragraph that states its point "
-                                                            f"(≥ {opening_min} {u}), {found}"))
+                                                            f"(≥ {opening_min} {u}), {found}", first.line))
     elif thesis and not (_key_terms(first.text, language) & (_key_terms(thesis, language) | _key_terms(topic, language))):
-        out.append(Problem("opening", f"line {first.line}", "the opening paragraph does not state the article's point"))
+        out.append(Problem("opening", f"line {first.line}", "the opening paragraph does not state the article's point",
+                           first.line))
     paragraph_no = 0
     numbered: list[tuple[Block, int]] = []
     section_of: list[str] = []
@@ -215,26 +273,30 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
                     break
                 section.append(x)
             if not re.search(r"[A-Za-z\u4e00-\u9fff]", name):
-                out.append(Problem("heading", f"line {b.line}", f"the heading '{b.text}' has no words"))
+                out.append(Problem("heading", f"line {b.line}", f"the heading '{b.text}' has no words", b.line))
             if not section:
-                out.append(Problem("dangling heading", f"line {b.line}", f"the heading '{_snippet(name)}' is not followed by body text"))
+                out.append(Problem("dangling heading", f"line {b.line}", f"the heading '{_snippet(name)}' is not followed by body text",
+                                   b.line))
             elif sum(1 for x in section if x.kind in ("paragraph", "list", "quote")) < 2:
                 out.append(Problem("section length", f"section '{_snippet(name, 40)}' (line {b.line})",
-                                   "a section needs at least two paragraphs"))
+                                   "a section needs at least two paragraphs", b.line))
         elif b.kind == "code" and not b.closed:
-            out.append(Problem("open code fence", f"line {b.line}", "a code fence is opened and never closed"))
+            out.append(Problem("open code fence", f"line {b.line}", "a code fence is opened and never closed", b.line))
         elif b.kind == "list":
             last = b.text.splitlines()[-1]
             item = _LIST.sub("", last).strip()
             if not item or item.endswith((":", ",", "：", "，", "、")):
-                out.append(Problem("open list", f"line {b.line}", f"the list ends in an unfinished item '{_snippet(last, 40)}'"))
+                out.append(Problem("open list", f"line {b.line}", f"the list ends in an unfinished item '{_snippet(last, 40)}'",
+                                   b.line))
         elif b.kind == "paragraph" and not complete_sentence(b.text):
-            out.append(Problem("fragment", _where(b, n, section_of[i]), f"the paragraph ends mid-sentence: '…{b.text.rstrip()[-40:]}'"))
+            out.append(Problem("fragment", _where(b, n, section_of[i]), f"the paragraph ends mid-sentence: '…{b.text.rstrip()[-40:]}'",
+                               b.line))
     end = bs[-1]
     if end.kind != "paragraph":
-        out.append(Problem("closing", f"line {end.line}", f"the article must end with a closing paragraph, not a {end.kind}"))
+        out.append(Problem("closing", f"line {end.line}", f"the article must end with a closing paragraph, not a {end.kind}",
+                           end.line))
     elif not complete_sentence(end.text):
-        out.append(Problem("last sentence", f"line {end.line}", "the last sentence is not complete"))
+        out.append(Problem("last sentence", f"line {end.line}", "the last sentence is not complete", end.line))
     paras = [(b, n) for b, n in numbered if b.kind == "paragraph"]
     for i, (a, na) in enumerate(paras):
         for b, nb in paras[i + 1:]:
@@ -242,7 +304,17 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
                 continue
             sm = difflib.SequenceMatcher(None, a.text, b.text, autojunk=False)
             if sm.quick_ratio() >= NEAR_DUPLICATE and sm.ratio() >= NEAR_DUPLICATE:
-                out.append(Problem("near-duplicate", f"paragraphs {na} and {nb}", f"paragraph {nb} repeats paragraph {na}"))
+                out.append(Problem("near-duplicate", f"paragraphs {na} and {nb}", f"paragraph {nb} repeats paragraph {na} "
+                                   f"('{_snippet(a.text, 50)}')", b.line))
+    said = SaidBefore(language)
+    for b, n in paras:
+        for sentence in sentences(b.text):
+            earlier = said.repeated(sentence)
+            if earlier is not None:
+                out.append(Problem("repeated sentence", f"paragraph {n}, line {b.line}",
+                                   f"it says again a sentence of paragraph {earlier}: '{_snippet(sentence, 60)}'", b.line))
+            else:
+                said.add(sentence, n)
     n = body_length(body, language)
     if n < min_length:
         out.append(Problem("length", "body", f"{n} {u}, fewer than the {min_length} required"))

@@ -156,7 +156,7 @@ def run_summary(ledger: Any, run_id: str) -> RunSummary:
         channel=run.channel if run else None,
         status=run.status if run else None,
         topic=topic,
-        title=article.title if (pub and article) else None,
+        title=article.title if article else None,  # a held article's too: the editor's line names it
         score=article.score if article else None,
         url=pub.url if pub else None,
         registration_no=registration,

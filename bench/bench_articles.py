@@ -1,0 +1,152 @@
+"""Benchmark: what the shipped config publishes on the embedded model, and how long it takes (issue 22).
+
+    .venv/bin/python bench/bench_articles.py [--en 5] [--zh 5] [--out bench/results/articles.json]
+
+Each run is ``pipeline run --config config.toml`` in its own process, as cron starts it, on one topic
+(the first lines of topics.txt / topics.zh.txt, in turn: English, Chinese, English …), with the ledger,
+site, previews and reports in a temporary directory (the models assembled under ./var are reused).
+Per run, from the process and its ledger:
+
+* exit code and run status (done, or incomplete: held below the humanize pass mark for an editor);
+* the completeness checks of the stored article (``pipeline.article.check`` again, on the final body),
+  its length, and whether it was published;
+* the humanize score before and after the rewrites, and how many rewritten paragraphs rose;
+* wall time, the sum of every model call's latency (agent turns and capability side calls, as the
+  ledger records them), their ratio (the run's overhead: scoring, checks, ledger, start-up), and the
+  process's peak resident memory (``wait4``'s ru_maxrss).
+
+Writes the runs and their medians to ``--out`` and the article bodies beside it (``articles/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pipeline import article as art  # noqa: E402
+
+
+def topics(path: Path) -> list[str]:
+    return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def one_run(topic_line: str, language: str, keep: Path) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        backlog = Path(tmp) / "topics.txt"
+        backlog.write_text(topic_line + "\n", encoding="utf-8")
+        env = {**os.environ, "PIPELINE_LEDGER__URL": f"sqlite:///{tmp}/ledger.db",
+               "PIPELINE_PUBLISH_LOCAL__DIR": f"{tmp}/site", "PIPELINE_REPORT__MARKDOWN_DIR": f"{tmp}/reports",
+               "PIPELINE_PUBLISH__PREVIEW_DIR": f"{tmp}/preview", "PIPELINE_DAEMON__STATE_DIR": str(REPO / "var"),
+               "PIPELINE_TOPIC__BACKLOG": str(backlog), "PIPELINE_DRAFT__LANGUAGE": language,
+               "PIPELINE_AGENT__LANGUAGE": language}
+        started = time.perf_counter()
+        proc = subprocess.Popen([str(REPO / ".venv/bin/pipeline"), "run", "--config", str(REPO / "config.toml")],
+                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        output = proc.stdout.read().decode("utf-8", "replace")
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        if os.environ.get("BENCH_KEEP_LEDGERS"):  # for reading a run afterwards (pipeline ledger show …)
+            import shutil
+            shutil.copy(Path(tmp) / "ledger.db", Path(os.environ["BENCH_KEEP_LEDGERS"]) / f"{time.time():.0f}.{language}.db")
+        return {"topic": topic_line.split("|")[0].strip(), "language": language, "exit_code": proc.returncode,
+                "wall_s": round(wall, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024), "output_tail": output[-600:],
+                **from_ledger(Path(tmp) / "ledger.db", language, keep)}
+
+
+def from_ledger(path: Path, language: str, keep: Path) -> dict:
+    db = sqlite3.connect(path)
+    db.row_factory = sqlite3.Row
+    run = db.execute("SELECT * FROM runs").fetchone()
+    turns = db.execute("SELECT COALESCE(SUM(latency_ms), 0), COUNT(*) FROM turns WHERE role = 'assistant'").fetchone()
+    side = db.execute("SELECT COALESCE(SUM(latency_ms), 0), COUNT(*), COALESCE(SUM(completion_tokens), 0) "
+                      "FROM model_calls").fetchone()
+    out: dict = {"status": run["status"], "error": (run["error"] or "")[:400], "agent_turns": turns[1],
+                 "side_calls": side[1], "generated_tokens": side[2],
+                 "model_s": round((turns[0] + side[0]) / 1000, 1)}
+    draft = db.execute("SELECT * FROM articles WHERE kind = 'draft' ORDER BY id DESC").fetchone()
+    final = db.execute("SELECT * FROM articles WHERE kind = 'humanized' ORDER BY id DESC").fetchone()
+    topic = db.execute("SELECT title FROM topics ORDER BY id").fetchone()
+    out["drafts_failed"] = db.execute("SELECT COUNT(*) FROM executions WHERE capability = 'draft' AND ok = 0").fetchone()[0]
+    article = final or draft
+    if article is None:
+        return out
+    checks = json.loads(draft["checks_json"] or "{}") if draft is not None else {}
+    problems = art.check(article["title"], article["body"], topic=topic["title"] if topic else article["title"],
+                         language=language, min_length=0)
+    out.update({"title": article["title"], "length": art.body_length(article["body"], language),
+                "unit": art.unit(language), "final_checks": [str(p) for p in problems],
+                "repairs": [r["part"] for r in checks.get("repairs", [])],
+                "published": db.execute("SELECT COUNT(*) FROM publications WHERE status = 'verified'").fetchone()[0] > 0})
+    if final is not None and final["paragraphs_json"]:
+        rewrites = json.loads(final["paragraphs_json"])
+        rewritten = rewrites.get("paragraphs", [])
+        out.update({"score_before": rewrites.get("before"), "score_after": rewrites.get("after"),
+                    "rewritten": len(rewritten), "rose": sum(1 for p in rewritten if p.get("kept"))})
+    name = f"{run['id']}.{language}.md"
+    (keep / name).write_text(f"# {article['title']}\n\n{article['body']}\n", encoding="utf-8")
+    out["body_file"] = name
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--en", type=int, default=5)
+    ap.add_argument("--zh", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "articles.json")
+    args = ap.parse_args()
+    en, zh = topics(REPO / "topics.txt")[: args.en], topics(REPO / "topics.zh.txt")[: args.zh]
+    order = [(t, "en") for t in en]
+    for i, t in enumerate(zh):
+        order.insert(min(len(order), 2 * i + 1), (t, "zh"))
+    keep = args.out.parent / "articles"
+    keep.mkdir(parents=True, exist_ok=True)
+    runs: list[dict] = []
+    for topic_line, language in order:
+        runs.append(one_run(topic_line, language, keep))
+        r = runs[-1]
+        print(f"{language} {r['exit_code']} {r.get('status')} {r['wall_s']:6.1f}s model {r.get('model_s')}s "
+              f"{r.get('length')} {r.get('unit', '')} checks {len(r.get('final_checks', []))} "
+              f"score {r.get('score_before')}->{r.get('score_after')} rose {r.get('rose')}/{r.get('rewritten')} "
+              f"rss {r['peak_rss_mb']} MB  {r['topic']}", flush=True)
+        write(args.out, runs)
+    write(args.out, runs)
+
+
+def write(out: Path, runs: list[dict]) -> None:
+    summary: dict = {"runs": len(runs)}
+    for language in ("en", "zh"):
+        rs = [r for r in runs if r["language"] == language]
+        if not rs:
+            continue
+        walls = [r["wall_s"] for r in rs]
+        overhead = [r["wall_s"] / r["model_s"] for r in rs if r.get("model_s")]
+        rewritten = sum(r.get("rewritten", 0) for r in rs)
+        summary[language] = {
+            "runs": len(rs), "exit_codes": [r["exit_code"] for r in rs],
+            "articles_stored": sum(1 for r in rs if "length" in r),
+            "passing_every_check": sum(1 for r in rs if "length" in r and not r["final_checks"]),
+            "lengths": [r.get("length") for r in rs],
+            "published": sum(1 for r in rs if r.get("published")),
+            "reached_pass_mark": sum(1 for r in rs if r["exit_code"] == 0),
+            "rewrites_rose": f"{sum(r.get('rose', 0) for r in rs)}/{rewritten}",
+            "median_wall_s": statistics.median(walls), "median_overhead": round(statistics.median(overhead), 3)
+            if overhead else None, "peak_rss_mb_max": max(r["peak_rss_mb"] for r in rs),
+        }
+    out.write_text(json.dumps({"summary": summary, "runs": runs}, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
