@@ -33,6 +33,7 @@ from pipeline.tools import RunContext, capability
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
 OUTLINE_ATTEMPTS = 3  # an unusable outline (cut off, meta-text, framing sections) is asked again, told why
 PART_ATTEMPTS = 2      # a part that breaks a rule is written once more, told why
+RAN_ON = 0.8          # a part cut at max_tokens with this share of its length in complete sentences is ended there
 REPAIR_ROUNDS = 2      # rounds of rewriting the parts a completeness check found a problem in
 EXTENSIONS = 3         # paragraphs added to short sections, at most, to reach the length floor
 TAIL = 160             # characters of the previous part shown to the next one
@@ -112,7 +113,7 @@ def parse_outline(text: str) -> dict:
             clean.append({"heading": _one_line(str(s["heading"])).lstrip("#").strip(), "point": _one_line(str(s["point"]))})
     # The opening and the closing are written as their own parts: an "Introduction" or "Conclusion" section
     # wrote them twice (seen on the embedded model: both, in one outline of four).
-    body = [s for s in clean if _bare(s["heading"]) not in FRAME_HEADINGS]
+    body = [s for s in clean if not frames(s["heading"])]
     if len(body) >= 3:
         clean = body
     elif len(clean) >= 3:
@@ -129,6 +130,13 @@ def parse_outline(text: str) -> dict:
     if any(len(s["heading"]) > MAX_HEADING for s in clean):
         raise ValueError(f"headings are at most {MAX_HEADING} characters")
     return {"title": title, "thesis": _one_line(thesis), "sections": clean}
+
+
+def frames(heading: str) -> bool:
+    """An "Introduction", "Conclusion: …" or "夜间构建的结论" heading: the frame of an article, not a section of it."""
+    bare = _bare(heading)
+    return bare in FRAME_HEADINGS or bare.split(":")[0].split("：")[0].strip() in FRAME_HEADINGS or \
+        bool(re.search(r"(的)?(引言|结论|总结|结语|小结|概述)$", bare))
 
 
 def _one_line(s: str) -> str:
@@ -297,6 +305,11 @@ class Writer:
                 if not cut:
                     break
                 kept = trim_to_sentence(text)
+                if art.prose_length(kept, self.language) >= RAN_ON * units and len(paragraphs(kept)) >= min_paragraphs:
+                    # It wrote what was asked and ran on past it (the embedded model's Chinese sections did, three
+                    # continuations deep): its last complete sentence ends the part, nothing asked for is lost.
+                    text, cut = kept, False
+                    break
                 left = max(units - art.prose_length(kept, self.language), units // 3)
                 more, cut = self.call(f"{user}\n\n{self.ask('continue', so_far=kept, words=left)}", left)
                 text = join_continuation(kept, more, self.language)

@@ -135,6 +135,29 @@ def test_a_section_cut_by_max_tokens_is_continued_from_its_last_sentence(tmp_pat
     assert "ninety sec" not in body and POOL[5] + " Turning debug symbols off" in body
 
 
+def test_a_section_that_ran_on_past_its_length_ends_at_its_last_complete_sentence(tmp_path):
+    # Seen in Chinese on the embedded model: sections ran on past twice their length, cut, continued three deep, cut
+    # again, then rewritten: 28 calls and the step's deadline. A part that already has its length ends there.
+    ran = ["The mirror sat in another region.", "Every job fetched four hundred packages from it.",
+           "Nobody had looked at that log line in a year.", "We pinned a local proxy in front of it.",
+           "Fetch time fell from six minutes to forty seconds.", "The proxy cost less than one build machine.",
+           "Then the test images got the same treatment.", "Their layers had been pulled cold each night.",
+           "A warm registry cache kept them on the runners.", "That saved another three minutes.",
+           "We wrote both numbers on the team board.", "Nobody argued with the board after that week."]
+    long_text = " ".join(ran[:6]) + "\n\n" + " ".join(ran[6:]) + " And then the linker"
+
+    def ran_on(request, user):
+        if user.startswith("Write section 1 of"):
+            return Reply(text=long_text, finish_reason="length")
+        return None
+    ctx = make_ctx(tmp_path, writer(ran_on))
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    assert not any("You stopped here" in r.messages[-1]["content"] for r in ctx.llm.requests)
+    with ctx.ledger.read() as s:
+        body = s.get(Article, result["article_id"]).body
+    assert ran[11] in body and "And then the linker" not in body
+
+
 def test_a_section_still_cut_after_its_continuations_is_rewritten_never_trimmed(tmp_path):
     def always_cut(request, user):
         if user.startswith("Write section 2 of") and "rejected" not in user:
