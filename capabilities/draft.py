@@ -8,11 +8,16 @@
    names the part, its length and the end of the previous part. (Plan-then-write is how STORM and
    LongWriter's AgentWrite get long, organised text from models that stall when asked in one go.)
 3. A part cut by ``max_tokens`` is continued from its last full sentence (``[draft] continuations``
-   times), then rewritten: never trimmed back to a heading or a fragment. A part that breaks a rule
-   (meta-text, an unfinished sentence, one paragraph for a section) is written again, told why.
-4. Short of the length floor, the shortest sections get one more paragraph each.
-5. ``pipeline.article.check``: a failing article is not stored; the step fails saying which check,
-   where. A passing one is stored with its checks.
+   times), then rewritten: never trimmed back to a heading or a fragment. One that already has its
+   length in complete sentences ran on past what was asked: it ends at its last full sentence. A part
+   that breaks a rule (meta-text, an unfinished sentence, one paragraph for a section) is written
+   again, told why.
+4. A sentence said again (word for word, or all but a word) is deleted where it repeats; short of
+   the length floor, the shortest sections get one more paragraph each.
+5. ``pipeline.article.check`` on the assembled article. Each problem is traced to the part it is in
+   and only that part is written again, told which check failed (``REPAIR_ROUNDS``). Still failing,
+   nothing is stored and the step fails saying which check, where; passing, it is stored with its
+   checks and what was repaired.
 
 The tool takes a topic id and returns an article id: the model never retypes an article.
 """
