@@ -47,15 +47,17 @@ def step(ledger: Ledger, run_id: str, execution: Execution) -> Iterator[None]:
 
 
 def record(requested_model: str, reply: Reply | None = None, *, latency_ms: float | None = None,
-           error: str | None = None) -> Any:
-    """Record one side call, if a step is running (returns the row, or None outside a step)."""
+           error: str | None = None, prompt_tokens: int | None = None) -> Any:
+    """Record one side call, if a step is running (returns the row, or None outside a step).
+
+    ``prompt_tokens`` without a ``reply``: a call that reads and writes nothing, such as the scoring model's pass."""
     current = _step.get()
     if current is None:
         return None
     from .models import ModelCall
 
     row = ModelCall(run_id=current.run_id, capability=current.execution.capability, requested_model=requested_model,
-                    error=error, latency_ms=latency_ms)
+                    error=error, latency_ms=latency_ms, prompt_tokens=prompt_tokens)
     if reply is not None:
         row.served_model, row.finish_reason = reply.served_model, reply.finish_reason
         row.prompt_tokens, row.completion_tokens, row.latency_ms = reply.prompt_tokens, reply.completion_tokens, reply.latency_ms
