@@ -73,9 +73,11 @@ def from_ledger(path: Path, language: str, keep: Path) -> dict:
     turns = db.execute("SELECT COALESCE(SUM(latency_ms), 0), COUNT(*) FROM turns WHERE role = 'assistant'").fetchone()
     side = db.execute("SELECT COALESCE(SUM(latency_ms), 0), COUNT(*), COALESCE(SUM(completion_tokens), 0) "
                       "FROM model_calls").fetchone()
+    scoring = db.execute("SELECT COALESCE(SUM(latency_ms), 0) FROM model_calls WHERE requested_model != ?",
+                         (run["model"],)).fetchone()[0]  # the scoring model's passes (pipeline.scoring records them)
     out: dict = {"status": run["status"], "error": (run["error"] or "")[:400], "agent_turns": turns[1],
                  "side_calls": side[1], "generated_tokens": side[2],
-                 "model_s": round((turns[0] + side[0]) / 1000, 1)}
+                 "model_s": round((turns[0] + side[0]) / 1000, 1), "scoring_s": round(scoring / 1000, 1)}
     draft = db.execute("SELECT * FROM articles WHERE kind = 'draft' ORDER BY id DESC").fetchone()
     final = db.execute("SELECT * FROM articles WHERE kind = 'humanized' ORDER BY id DESC").fetchone()
     topic = db.execute("SELECT title FROM topics ORDER BY id").fetchone()

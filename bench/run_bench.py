@@ -49,6 +49,7 @@ BENCHES = [
     Bench("local_probe", "local_probe.py", "the local extra (model weights)", "~1 min"),
     Bench("raw_guard", "bench_raw_guard.py", "the local extra (model weights)", "long"),
     Bench("brainstorm", "bench_brainstorm.py", "the local extra (model weights)", "long (20 runs)"),
+    Bench("articles", "bench_articles.py", "the local extra (model weights)", "~1 h (10 runs, 5 en + 5 zh)"),
     Bench("site_screenshots", "site_screenshots.py", "Debian chromium, fonts-noto-cjk", "< 1 min"),
 ]
 BY_NAME = {b.name: b for b in BENCHES}

@@ -135,7 +135,8 @@ def test_a_section_cut_by_max_tokens_is_continued_from_its_last_sentence(tmp_pat
     assert "ninety sec" not in body and POOL[5] + " Turning debug symbols off" in body
 
 
-def test_a_section_that_ran_on_past_its_length_ends_at_its_last_complete_sentence(tmp_path):
+@pytest.mark.parametrize("joiner", ["\n\n", " "])  # two paragraphs, or one run-on paragraph (split in two)
+def test_a_section_that_ran_on_past_its_length_ends_at_its_last_complete_sentence(tmp_path, joiner):
     # Seen in Chinese on the embedded model: sections ran on past twice their length, cut, continued three deep, cut
     # again, then rewritten: 28 calls and the step's deadline. A part that already has its length ends there.
     ran = ["The mirror sat in another region.", "Every job fetched four hundred packages from it.",
@@ -144,7 +145,7 @@ def test_a_section_that_ran_on_past_its_length_ends_at_its_last_complete_sentenc
            "Then the test images got the same treatment.", "Their layers had been pulled cold each night.",
            "A warm registry cache kept them on the runners.", "That saved another three minutes.",
            "We wrote both numbers on the team board.", "Nobody argued with the board after that week."]
-    long_text = " ".join(ran[:6]) + "\n\n" + " ".join(ran[6:]) + " And then the linker"
+    long_text = " ".join(ran[:6]) + joiner + " ".join(ran[6:]) + " And then the linker"
 
     def ran_on(request, user):
         if user.startswith("Write section 1 of"):
