@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pipeline import scoring, stylometric  # noqa: E402
+from pipeline.score import scoring, stylometric  # noqa: E402
 from score_eval import (  # noqa: E402
     auc,
     by_length,

@@ -62,7 +62,7 @@ class LLMConfig(_Section):
     # Total time one model call may take, retries and backoff included (timeout_s bounds each read
     # only: a server trickling a byte at a time never trips it). 0 = no limit.
     call_deadline_s: float = Field(300.0, ge=0)
-    # Does the provider honour response_format json_schema? Unset: litellm's model map, else a probe (pipeline.probe).
+    # Does the provider honour response_format json_schema? Unset: litellm's model map, else a probe (pipeline.model.probe).
     json_schema: bool | None = None
     # Ask for streamed replies (server-sent events), assembled before use; for servers and proxies that
     # answer best streamed. timeout_s then bounds each gap between chunks.
@@ -98,7 +98,7 @@ class AgentConfig(_Section):
     @field_validator("done_when")
     @classmethod
     def _known_capabilities(cls, value: list[str]) -> list[str]:
-        from . import registry
+        from .tools import catalog as registry
 
         unknown = sorted(set(value) - set(registry.names()))
         if unknown:
@@ -144,7 +144,7 @@ class DraftConfig(_Section):
 
 
 class HumanizeConfig(_Section):
-    # None: the calibrated pass mark of the article's language (pipeline/calibration/score.json, rule in the README).
+    # None: the calibrated pass mark of the article's language (pipeline/score/calibration/score.json, rule in the README).
     threshold: float | None = Field(None, ge=0, le=100)
     # A scoring GGUF elsewhere than [daemon] state_dir/models; it must be the one the score is calibrated on.
     scoring_model: str | None = None
@@ -160,7 +160,7 @@ class HumanizeConfig(_Section):
         """The score an article in ``language`` needs: the configured threshold, else the calibrated one."""
         if self.threshold is not None:
             return self.threshold
-        from .scoring import current
+        from .score.scoring import current
 
         return current().threshold(language)
 
@@ -225,7 +225,7 @@ class WeChatPublishConfig(_Section):
 
 
 class DisclosureConfig(_Section):
-    """What a published article says about being machine-written (``pipeline.disclosure``)."""
+    """What a published article says about being machine-written (``pipeline.text.disclosure``)."""
 
     enabled: bool = True
     en: str = Field("This article was written by an AI language model.", min_length=1)
@@ -487,7 +487,7 @@ class Config(_Section):
     @field_validator("claims")
     @classmethod
     def _claims_name_capabilities(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        from . import registry
+        from .tools import catalog as registry
 
         unknown = sorted(set(value) - set(registry.names()))
         if unknown:

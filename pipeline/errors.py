@@ -32,7 +32,7 @@ Errors split by *who must fix them*:
      │                                budget ended: the next run resumes polling     → exit 9
      └── CapabilityError              the model must fix: sent back as the tool result;
           ├── ToolArgumentsError      unknown tool, malformed JSON, schema violation
-          └── PublishOutcomeUnknown   (pipeline.publishers) the platform may hold the post:
+          └── PublishOutcomeUnknown   (pipeline.publishing.publishers) the platform may hold the post:
                                       the row stays pending until ``find`` can tell
 
 A ``CapabilityError`` never ends a run: the dispatcher records it as a failed

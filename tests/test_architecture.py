@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from pipeline import registry
-from pipeline.claims import Lexicon
-from pipeline.guard import Guard, NextStep
-from pipeline.prompts import Prompts
+from pipeline.tools import catalog as registry
+from pipeline.tools.claims import Lexicon
+from pipeline.run.guard import Guard, NextStep
+from pipeline.tools.prompts import Prompts
 
 
 def _modules() -> dict[str, Path]:
     mods = {}
-    for root in ("pipeline", "capabilities"):
+    for root in ("pipeline",):
         for path in (REPO / root).rglob("*.py"):
             name = ".".join(path.relative_to(REPO).with_suffix("").parts)
             mods[name.removesuffix(".__init__")] = path
@@ -96,7 +96,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_even_through_lazy_imports():
     graph = _graph()
-    assert "pipeline.messages" in graph["pipeline.llm"] and "pipeline.registry" in graph["pipeline.runner"]  # lazy too
+    assert "pipeline.model.messages" in graph["pipeline.model.llm"] and "pipeline.tools.catalog" in graph["pipeline.run.runner"]  # lazy too
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check can fail
     assert _cycles(graph) == []
 
@@ -104,8 +104,9 @@ def test_no_import_circle_even_through_lazy_imports():
 def test_pipeline_never_imports_a_capability_module():
     """Data flows one way: capabilities use pipeline/, and only the registry finds them."""
     graph = _graph()
-    offenders = {m: sorted(t for t in targets if t.startswith("capabilities"))
-                 for m, targets in graph.items() if m.startswith("pipeline") and m != "pipeline.registry"}
+    offenders = {m: sorted(t for t in targets if t.startswith("pipeline.capabilities"))
+                 for m, targets in graph.items()
+                 if not m.startswith("pipeline.capabilities") and m != "pipeline.tools.catalog"}
     assert {m: t for m, t in offenders.items() if t} == {}
 
 
@@ -132,7 +133,7 @@ def test_a_step_without_a_needs_line_of_its_own_gets_the_generic_one():
 def test_listing_the_capabilities_imports_no_database_or_http_library():
     import subprocess
 
-    code = ("import sys; from pipeline import registry; registry.capabilities(); registry.lexicons(); "
+    code = ("import sys; from pipeline.tools import catalog as registry; registry.capabilities(); registry.lexicons(); "
             "print(sorted(m for m in ('sqlalchemy', 'sqlmodel', 'httpx', 'litellm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"

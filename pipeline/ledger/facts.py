@@ -1,0 +1,38 @@
+"""What a fact is: one successful execution and the value a claim can quote from it.
+
+No SQLAlchemy here: the writer (``pipeline.ledger.writer``) and the read commands
+(``pipeline.ledger.reader``) build facts with the same function.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..tools import catalog as registry
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One successful execution and the value it recorded."""
+
+    capability: str
+    execution_id: int
+    value: Any
+    result: dict[str, Any] = field(default_factory=dict)
+    at: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "capability": self.capability,
+            "execution_id": self.execution_id,
+            "value": self.value,
+            "at": self.at.isoformat() if self.at else None,
+        }
+
+
+def fact_from_execution(capability: str, execution_id: int, result_json: str | None, finished_at: datetime | None) -> Fact:
+    result = json.loads(result_json or "{}")
+    return Fact(capability, execution_id, result.get(registry.fact_keys().get(capability, "")), result, finished_at)
