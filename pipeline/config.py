@@ -34,6 +34,17 @@ from pydantic import (
 from .errors import ConfigError
 
 
+def capability_names() -> list[str]:
+    """The capabilities' names, from the module names of ``pipeline/capabilities`` without importing them.
+
+    A capability lives in a module of its own name (the catalog, ``pipeline.tools.catalog``, refuses any
+    other), so the config can check the names it is given without reaching up to the layers that run them.
+    """
+    import pkgutil
+
+    return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent / "capabilities")]))
+
+
 def _zone(value: str) -> str:
     """A known IANA time zone, checked when the file is read, not at ``register`` after publishing."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -98,11 +109,10 @@ class AgentConfig(_Section):
     @field_validator("done_when")
     @classmethod
     def _known_capabilities(cls, value: list[str]) -> list[str]:
-        from .tools import catalog as registry
-
-        unknown = sorted(set(value) - set(registry.names()))
+        known = capability_names()
+        unknown = sorted(set(value) - set(known))
         if unknown:
-            raise ValueError(f"unknown capabilities {unknown}; known: {registry.names()}")
+            raise ValueError(f"unknown capabilities {unknown}; known: {known}")
         return value
 
 
@@ -487,9 +497,7 @@ class Config(_Section):
     @field_validator("claims")
     @classmethod
     def _claims_name_capabilities(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        from .tools import catalog as registry
-
-        unknown = sorted(set(value) - set(registry.names()))
+        unknown = sorted(set(value) - set(capability_names()))
         if unknown:
             raise ValueError(f"unknown capabilities {unknown}")
         return value

@@ -9,9 +9,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
-from ..tools import catalog as registry
+# Each capability's recorded value, the result key a claim can quote ({"publish": "url", …}). The ledger
+# receives the keys instead of importing the layer that declares them: the catalog
+# (pipeline.tools.catalog) hands them down when it finds the capabilities.
+_KEYS: dict[str, str] = {}
+
+
+def receive_keys(keys: Mapping[str, str]) -> None:
+    """Which result key is each capability's fact; called by the catalog with every capability's declaration."""
+    _KEYS.update(keys)
 
 
 @dataclass(frozen=True)
@@ -35,4 +44,4 @@ class Fact:
 
 def fact_from_execution(capability: str, execution_id: int, result_json: str | None, finished_at: datetime | None) -> Fact:
     result = json.loads(result_json or "{}")
-    return Fact(capability, execution_id, result.get(registry.fact_keys().get(capability, "")), result, finished_at)
+    return Fact(capability, execution_id, result.get(_KEYS.get(capability, "")), result, finished_at)

@@ -15,7 +15,7 @@ At-least-once delivery becomes exactly one outcome per tick in the ledger: the r
 tick under UNIQUE(channel, scheduled_for) (``Ledger.start_run``), while holding the
 channel's advisory lock, so a duplicate finds the tick done (a recorded no-op) or the channel
 busy (recorded, retried every lease/3 s). A delivery after a dead attempt settles it first
-(``pipeline.ops.ticks``): an attempt that published ends the tick, it is not run again. A whole
+(``pipeline.run.ticks``): an attempt that published ends the tick, it is not run again. A whole
 worker that dies leaves its message unacknowledged (Redis: until ``visibility_timeout``);
 its claim's lease lapses within ``lease_s`` and the daemon queues the tick again.
 """

@@ -38,7 +38,7 @@ from ..views.metrics import export_after_run
 from ..tools.prompts import Prompts
 from ..publishing.publishers import get_publisher
 from ..states import RunStatus
-from ..ops.ticks import LeaseKeeper, settle_before_run
+from .ticks import LeaseKeeper, settle_before_run
 from ..tools.toolbox import RunContext
 from ..ledger.utc import sqlite_text, utcnow
 

@@ -1,4 +1,4 @@
-"""Every capability, found once: the modules of the ``capabilities`` package, each declaring itself.
+"""Every capability, found once: the modules of the ``pipeline.capabilities`` package, each declaring itself.
 
 A capability module is cheap to import (its heavy work imports lazily), so the light consumers
 (config validation, claim rules, facts for the read commands) can ask this registry too.
@@ -14,6 +14,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..ledger import facts
+
+# The package whose every module declares one capability.
+PLUGINS = "pipeline.capabilities"
+
 if TYPE_CHECKING:
     from .claims import ClaimRules, Lexicon
     from ..config import Config
@@ -23,7 +28,7 @@ if TYPE_CHECKING:
 @cache
 def capabilities() -> tuple[Capability, ...]:
     """All capabilities, in pipeline order."""
-    import pipeline.capabilities as package
+    package = importlib.import_module(PLUGINS)  # found by name, as plugins are: nothing here imports a capability
 
     from .toolbox import Capability
 
@@ -32,9 +37,12 @@ def capabilities() -> tuple[Capability, ...]:
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, Capability) and value.fn.__module__ == module.__name__:
+                if value.name != info.name:  # the config checks names against the module names
+                    raise TypeError(f"capability {value.name!r} must live in a module of its own name, not {info.name!r}")
                 if value.name in found:
                     raise TypeError(f"capability {value.name!r} is declared twice")
                 found[value.name] = value
+    facts.receive_keys({c.name: c.fact for c in found.values() if c.fact})
     return tuple(sorted(found.values(), key=lambda c: (c.order, c.name)))
 
 
