@@ -46,7 +46,7 @@ def child(request: dict, out_fd: int) -> None:
         ctx = platforms.new_context(request["config"], run_id=request["run_id"])
         if request.get("call") == "reconcile":  # what the next run does first, killed where the fault says
             from pipeline.runtime.alerts import Alerter
-            from pipeline.publishing.reconcile import reconcile
+            from pipeline.publishing.settle import reconcile
 
             done = reconcile(ctx.cfg, ctx.ledger, Alerter(ctx.cfg.alerts), channel="default", run_id=ctx.run_id,
                              older_than_min=0)

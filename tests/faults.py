@@ -126,9 +126,9 @@ def arm(name: str | None = None) -> None:
 
         _before(review, "_complete")
     elif name == "crash_after_reconcile_commit":
-        reconcile = importlib.import_module("pipeline.publishing.reconcile")
+        reconcile = importlib.import_module("pipeline.publishing.settle")
 
-        _after(reconcile, "_register", lambda made: made is not None)
+        _after(reconcile, "_number_publication", lambda made: made is not None)
     elif name.startswith("wechat_after_"):
         from pipeline.publishing.publishers.wechat import STATUS, WeChatPublisher
 

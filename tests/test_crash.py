@@ -30,7 +30,7 @@ from pipeline.ledger.models import Publication, Run
 from pipeline.ledger.utc import utcnow
 from pipeline.publishing.publish import RECOVERED
 from pipeline.publishing.publish import idempotency_key as _key
-from pipeline.publishing.recovery import recover_pending
+from pipeline.publishing.settle import recover_pending
 
 pytestmark = pytest.mark.slow  # each publish runs in a forked worker process
 
@@ -207,7 +207,7 @@ def test_reconciliation_registers_what_an_unfinished_run_published_exactly_once(
     """Crashed (kill -9 after the platform call), interrupted (SIGTERM after publish, before register), or ended
     after publish by its provider, a deadline or the model: the post is live, the ledger row verified or pending,
     the register incomplete. The next run completes it, once."""
-    from pipeline.publishing.reconcile import reconciliations
+    from pipeline.publishing.settle import reconciliations
     from pipeline.views.reports import daily_summary, render_daily
     from pipeline.views.status import channel_status
 

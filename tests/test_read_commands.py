@@ -267,7 +267,7 @@ def test_status_and_report_read_without_sqlalchemy(harness):
 def test_read_models_are_frozen_dataclasses_in_step_with_reconciliation(harness):
     import dataclasses
 
-    from pipeline.publishing import reconcile
+    from pipeline.publishing import settle as reconcile
     from pipeline.views import reports
     from pipeline.views.diff import run_diff
     from pipeline.ledger.reader import reader_for

@@ -21,7 +21,7 @@ from pipeline.errors import (
 from pipeline.ledger.models import PlatformToken, Publication
 from pipeline.publishing.publishers import PublishOutcomeUnknown
 from pipeline.publishing.publishers.wechat import STATUS, article_html, cover_png
-from pipeline.publishing.recovery import recheck_published, recover_pending
+from pipeline.publishing.settle import recheck_published, recover_pending
 from pipeline.tools.catalog import lexicons
 
 

@@ -31,7 +31,7 @@ from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 from pipeline.capabilities.publish import publish
 from pipeline.errors import PublicationFailed
 from pipeline.ledger.models import Publication
-from pipeline.publishing.recovery import recover_pending
+from pipeline.publishing.settle import recover_pending
 
 # Even, so that half the kills are resumed in-run and half by recovery.
 ITERATIONS = 2 * max(1, int(os.environ.get("PIPELINE_WECHAT_CRASH_ITERATIONS", "6")) // 2)

@@ -20,7 +20,7 @@ Order of events, each step committed before the next:
 A row stays ``pending`` while the outcome on the platform is unknown: after a
 crash, or a create that timed out and could not be found. ``recover_pending``
 settles such rows once their run is over, so the ledger and the platform
-agree again (``pipeline.publishing.recovery``); the runner calls it at start.
+agree again (``pipeline.publishing.settle``); the runner calls it at start.
 """
 
 from __future__ import annotations

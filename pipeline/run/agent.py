@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..runtime import deadline, shutdown
-from ..tools import catalog as registry
+from ..tools import catalog
 from ..config import AgentConfig
 from ..errors import (
     AgentHallucinationError,
@@ -49,7 +49,7 @@ from ..errors import (
     RunInterrupted,
 )
 from .events import Nudge, RunObserver
-from .guard import Guard, Review
+from .guard import Guard, Verdict
 from ..ledger.locks import lost_lock
 from ..model.messages import ToolCall
 from ..states import GuardAction, GuardKind
@@ -77,7 +77,7 @@ class AgentLoop:
         self.ctx.ledger.add_turn(self.ctx.run_id, role, content)
         return {"role": role, "content": content}
 
-    def run(self) -> Review:
+    def run(self) -> Verdict:
         ctx, ledger, run_id = self.ctx, self.ctx.ledger, self.ctx.run_id
         messages = [
             self._say("system", ctx.prompts.render("system.md")),
@@ -189,7 +189,7 @@ class AgentLoop:
 
     def _work_done(self) -> bool:
         """done_when holds and the report (when the pipeline has one) is recorded: nothing is left to call."""
-        needed = set(self.guard.done_when) | ({"report"} & set(registry.names()))
+        needed = set(self.guard.done_when) | ({"report"} & set(catalog.names()))
         return needed <= set(self.guard.facts(self.ctx.run_id))
 
     def _can_escalate(self) -> bool:
@@ -222,7 +222,7 @@ class AgentLoop:
         content, calls = parse_constrained(reply.text)
         return replace(reply, text=content, tool_calls=[ToolCall.from_openai(c) for c in calls])
 
-    def _naive_end(self, review: Review, turn: Turn) -> Review:
+    def _naive_end(self, review: Verdict, turn: Turn) -> Verdict:
         """Guard off: stop at the first turn without tool calls, judge by the ledger alone."""
         if review.kind:
             self.ctx.ledger.record_guard_event(self.ctx.run_id, turn, review.kind, GuardAction.OFF, 0, "guard disabled: no nudge")
@@ -230,7 +230,7 @@ class AgentLoop:
             raise AgentIncompleteError(set(review.missing), "the model stopped calling tools (guard off)")
         return review
 
-    def _fail(self, review: Review, reason: str) -> None:
+    def _fail(self, review: Verdict, reason: str) -> None:
         if review.hallucinations:
             claimed = {c.capability for c in review.hallucinations}
             detail = "; ".join(f"{c.capability} {c.status}" + (f" ({c.value})" if c.value else "") for c in review.hallucinations)
@@ -244,7 +244,7 @@ def _failure(tool: str, result: ToolResult) -> tuple[tuple[str, str], str] | Non
     Digits are blanked so "no article 5" and "no article 6" are the same mistake. A call that
     ran but did not finish its step (a humanize below the threshold) did not move the run forward either.
     """
-    if result.ok and all(c.finished(result.payload) for c in registry.capabilities() if c.name == tool):
+    if result.ok and all(c.finished(result.payload) for c in catalog.capabilities() if c.name == tool):
         return None
     error = result.payload.get("error") or f"scored {result.payload.get('score')}, below the threshold {result.payload.get('threshold')}"
     return (tool, re.sub(r"\d+(\.\d+)?", "#", str(error))), str(error)

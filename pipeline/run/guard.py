@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
-from ..tools import catalog as registry
+from ..tools import catalog
 from ..tools.claims import (
     MISMATCH,
     UNBACKED,
@@ -48,7 +48,9 @@ class NextStep:
 
 
 @dataclass
-class Review:
+class Verdict:
+    """The guard's verdict on one model reply: its claims judged against the facts, and what is still missing."""
+
     claims: list[ClaimFound]
     facts: dict[str, list[Any]]
     missing: list[str]
@@ -84,7 +86,7 @@ class Guard:
                  language: str, tool_names: list[str], threshold: float | None = None) -> None:
         self.ledger = ledger
         self.rules = rules
-        self.done_when = [c for c in registry.names() if c in done_when]
+        self.done_when = [c for c in catalog.names() if c in done_when]
         self.prompts = prompts
         self.language = language
         self.tool_names = tool_names
@@ -99,7 +101,7 @@ class Guard:
         results: dict[str, list[dict[str, Any]]] = {}
         for fact in self.ledger.facts(run_id):
             results.setdefault(fact.capability, []).append(fact.result)
-        steps = registry.capabilities()
+        steps = catalog.capabilities()
         names = [c.name for c in steps]
         last_needed = max((names.index(c) for c in self.done_when), default=len(steps) - 1)
         finished: list[dict[str, Any]] = []  # the latest finished result of each step so far, in order
@@ -119,9 +121,9 @@ class Guard:
             out.setdefault(fact.capability, []).append(fact.value)
         return out
 
-    def review(self, run_id: str, text: str) -> Review:
+    def review(self, run_id: str, text: str) -> Verdict:
         facts = self.facts(run_id)
-        return Review(
+        return Verdict(
             claims=self.rules.check(text, facts),
             facts=facts,
             missing=[c for c in self.done_when if c not in facts],
@@ -147,7 +149,7 @@ class Guard:
         head = Template(t["repeated_failure"]).substitute(tool=tool, error=error[:300], count=count)
         return "\n".join([t["header"], head, self.next_step_line(step)])
 
-    def nudge(self, review: Review) -> str:
+    def nudge(self, review: Verdict) -> str:
         t = self.prompts.table(f"nudges.{self.language}.toml")
         fill = lambda key, **kv: Template(t[key]).substitute(**kv)  # noqa: E731
         lines = [t["header"]]

@@ -21,7 +21,7 @@ from datetime import datetime
 from ..runtime import deadline, shutdown, tracing
 from ..ledger import disk
 from ..text import redact
-from ..tools import catalog as registry
+from ..tools import catalog
 from ..score import scoring
 from . import validate
 from .agent import AgentLoop
@@ -56,7 +56,7 @@ class RunOutcome:
 def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
     """Everything that can be wrong with the config, found before anything is recorded."""
     validate.upfront(cfg)
-    rules = registry.claim_rules(cfg)
+    rules = catalog.claim_rules(cfg)
     get_publisher(cfg)
     ChatModel(cfg.llm)._api_key()
     if is_local(cfg.llm.model):
@@ -87,7 +87,7 @@ def run_once(cfg: Config, observer: RunObserver | None = None, llm: ChatModel | 
 
 def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None, ledger: Ledger | None,
                 prompts: Prompts | None, dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
-    from ..publishing.reconcile import reconcile
+    from ..publishing.settle import reconcile
 
     channel = cfg.channel.name
     redact.from_config(cfg)  # before anything can be stored, printed, alerted or logged
@@ -110,7 +110,7 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
         settle_before_run(cfg, ledger, alerter, channel, tick)
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     scoring.configure(cfg.state_dir, cfg.path(cfg.humanize.scoring_model) if cfg.humanize.scoring_model else None)
-    tools = registry.toolbox()
+    tools = catalog.toolbox()
     run = ledger.start_run(model=cfg.llm.model, channel=channel, guard_enabled=cfg.agent.hallucination_guard, tick=tick,
                            lease_s=cfg.engine.lease_s)
     _track(run.id, ledger)

@@ -47,7 +47,7 @@ def settle_before_run(cfg: Config, ledger: Ledger, alerter: Alerter, channel: st
 
     Call holding the channel's lock, after ``Ledger.mark_crashed``.
     """
-    from ..publishing.reconcile import reconcile
+    from ..publishing.settle import reconcile
 
     row = ledger.tick_row(channel, tick)
     if row is None or row.state == "queued":

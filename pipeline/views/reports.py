@@ -25,7 +25,7 @@ from ..states import UNFINISHED
 if TYPE_CHECKING:
     from ..config import Config
 
-# As in pipeline.publishing.reconcile (a test keeps them equal): the call id of the register executions reconciliation
+# As in pipeline.publishing.settle (a test keeps them equal): the call id of the register executions reconciliation
 # records. Not imported from there: it needs SQLAlchemy.
 RECONCILE_CALL_PREFIX = "reconcile:"
 
@@ -113,7 +113,7 @@ class DailySummary:
     publications: list[PublishedRef]
     registrations: list[str]
     hallucinations_caught: int
-    # Registered that day for runs that crashed or were interrupted after publishing (pipeline.publishing.reconcile).
+    # Registered that day for runs that crashed or were interrupted after publishing (pipeline.publishing.settle).
     reconciled: list[Recovered]
     awaiting_registration: list[Unregistered]
     failures: list[Failure]
