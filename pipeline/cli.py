@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .ledger.reader import LedgerReader
     from .run.runner import RunOutcome
 
-from .errors import ConfigError, PipelineError
+from .errors import ConfigError, PipelineError, exit_codes
 from .run.events import Nudge, RunObserver
 from .text.redact import scrub, shown
 from .text.untrusted import for_rich
@@ -373,9 +373,7 @@ def run(config: ConfigOpt = None,
                                               "to the preview directory (publish.preview_dir).")] = False) -> None:
     """Run the pipeline once now (for cron).
 
-    Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down, 6 platform down,
-    7 environment (disk full), 8 awaiting review, 9 submitted (not yet published), 75 locked, 124 deadline,
-    130 interrupted.
+    Exit: {exit_codes}
     """
     from .text import redact
     from .runtime import shutdown
@@ -412,6 +410,9 @@ def run(config: ConfigOpt = None,
             sys.stderr.write(f"{_stamp()}{exc}\n")
             raise typer.Exit(int(exc.exit_code)) from None
     raise typer.Exit(outcome.exit_code)
+
+
+run.__doc__ = (run.__doc__ or "").format(exit_codes=exit_codes())  # the exit codes, as errors.ExitCode declares them
 
 
 @app.command()

@@ -64,6 +64,26 @@ class ExitCode(IntEnum):
     LOCKED = 75  # EX_TEMPFAIL: try again later
     INTERRUPTED = 130
 
+    @property
+    def meaning(self) -> str:
+        """The code in words, as ``pipeline run --help`` lists it."""
+        return _MEANING[self]
+
+
+_MEANING = {
+    ExitCode.DONE: "done", ExitCode.INTERNAL: "internal", ExitCode.USAGE: "config",
+    ExitCode.HALLUCINATION: "hallucination", ExitCode.INCOMPLETE: "incomplete",
+    ExitCode.PROVIDER_UNAVAILABLE: "provider down", ExitCode.PLATFORM_UNAVAILABLE: "platform down",
+    ExitCode.ENVIRONMENT: "environment (disk full)", ExitCode.AWAITING_REVIEW: "awaiting review",
+    ExitCode.SUBMITTED: "submitted (not yet published)", ExitCode.LOCKED: "locked", ExitCode.DEADLINE: "deadline",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+def exit_codes() -> str:
+    """Every exit code with its meaning, in numeric order: the one list the CLI's help is made from."""
+    return ", ".join(f"{int(code)} {code.meaning}" for code in sorted(ExitCode)) + "."
+
 
 class PipelineError(Exception):
     """Base of every error this package raises on purpose: the outcome it gives a run travels with it."""
