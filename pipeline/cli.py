@@ -825,12 +825,10 @@ def ledger_diff(config: ConfigOpt = None,
                 run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="Run id (default: the latest run).")] = None,
                 as_json: JsonOpt = False) -> None:
     """Claims the model made beside the facts the ledger holds. Exit 0 clean, 1 hallucinations, 2 trouble."""
-    from .tools.catalog import capabilities
     from .views.diff import run_diff
 
     with _clean_errors(code_on_error=2):
         _, reader = _reader(config)
-        capabilities()  # hands each capability's fact key down to the ledger's facts
         data = run_diff(reader, run_id)
     if data is None:
         err.print(f"error: no run {run_id!r} in the ledger" if run_id else "error: the ledger holds no runs", markup=False)

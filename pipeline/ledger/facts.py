@@ -6,6 +6,7 @@ No SQLAlchemy here: the writer (``pipeline.ledger.writer``) and the read command
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,11 +17,20 @@ from typing import Any
 # receives the keys instead of importing the layer that declares them: the catalog
 # (pipeline.tools.catalog) hands them down when it finds the capabilities.
 _KEYS: dict[str, str] = {}
+CATALOG = "pipeline.tools.catalog"
 
 
 def receive_keys(keys: Mapping[str, str]) -> None:
     """Which result key is each capability's fact; called by the catalog with every capability's declaration."""
     _KEYS.update(keys)
+
+
+def _keys() -> Mapping[str, str]:
+    if not _KEYS:
+        # Nothing in this process has found the capabilities yet (a read of an earlier run's facts): the
+        # catalog is looked up by name, as it looks up the capabilities, and hands the keys down itself.
+        importlib.import_module(CATALOG).capabilities()
+    return _KEYS
 
 
 @dataclass(frozen=True)
@@ -44,4 +54,4 @@ class Fact:
 
 def fact_from_execution(capability: str, execution_id: int, result_json: str | None, finished_at: datetime | None) -> Fact:
     result = json.loads(result_json or "{}")
-    return Fact(capability, execution_id, result.get(_KEYS.get(capability, "")), result, finished_at)
+    return Fact(capability, execution_id, result.get(_keys().get(capability, "")), result, finished_at)

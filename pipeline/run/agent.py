@@ -49,7 +49,7 @@ from ..errors import (
     RunInterrupted,
 )
 from .events import Nudge, RunObserver
-from .guard import Guard, Verdict
+from .guard import Guard, Assessment
 from ..ledger.locks import lost_lock
 from ..model.messages import ToolCall
 from ..states import GuardAction, GuardKind
@@ -77,7 +77,7 @@ class AgentLoop:
         self.ctx.ledger.add_turn(self.ctx.run_id, role, content)
         return {"role": role, "content": content}
 
-    def run(self) -> Verdict:
+    def run(self) -> Assessment:
         ctx, ledger, run_id = self.ctx, self.ctx.ledger, self.ctx.run_id
         messages = [
             self._say("system", ctx.prompts.render("system.md")),
@@ -222,7 +222,7 @@ class AgentLoop:
         content, calls = parse_constrained(reply.text)
         return replace(reply, text=content, tool_calls=[ToolCall.from_openai(c) for c in calls])
 
-    def _naive_end(self, review: Verdict, turn: Turn) -> Verdict:
+    def _naive_end(self, review: Assessment, turn: Turn) -> Assessment:
         """Guard off: stop at the first turn without tool calls, judge by the ledger alone."""
         if review.kind:
             self.ctx.ledger.record_guard_event(self.ctx.run_id, turn, review.kind, GuardAction.OFF, 0, "guard disabled: no nudge")
@@ -230,7 +230,7 @@ class AgentLoop:
             raise AgentIncompleteError(set(review.missing), "the model stopped calling tools (guard off)")
         return review
 
-    def _fail(self, review: Verdict, reason: str) -> None:
+    def _fail(self, review: Assessment, reason: str) -> None:
         if review.hallucinations:
             claimed = {c.capability for c in review.hallucinations}
             detail = "; ".join(f"{c.capability} {c.status}" + (f" ({c.value})" if c.value else "") for c in review.hallucinations)

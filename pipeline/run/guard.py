@@ -48,8 +48,8 @@ class NextStep:
 
 
 @dataclass
-class Verdict:
-    """The guard's verdict on one model reply: its claims judged against the facts, and what is still missing."""
+class Assessment:
+    """The guard's assessment of one model reply: its claims judged against the facts, and what is still missing."""
 
     claims: list[ClaimFound]
     facts: dict[str, list[Any]]
@@ -121,9 +121,9 @@ class Guard:
             out.setdefault(fact.capability, []).append(fact.value)
         return out
 
-    def review(self, run_id: str, text: str) -> Verdict:
+    def review(self, run_id: str, text: str) -> Assessment:
         facts = self.facts(run_id)
-        return Verdict(
+        return Assessment(
             claims=self.rules.check(text, facts),
             facts=facts,
             missing=[c for c in self.done_when if c not in facts],
@@ -149,7 +149,7 @@ class Guard:
         head = Template(t["repeated_failure"]).substitute(tool=tool, error=error[:300], count=count)
         return "\n".join([t["header"], head, self.next_step_line(step)])
 
-    def nudge(self, review: Verdict) -> str:
+    def nudge(self, review: Assessment) -> str:
         t = self.prompts.table(f"nudges.{self.language}.toml")
         fill = lambda key, **kv: Template(t[key]).substitute(**kv)  # noqa: E731
         lines = [t["header"]]

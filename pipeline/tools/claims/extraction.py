@@ -45,34 +45,18 @@ Measured on the labelled corpus in ``bench/corpus`` by ``bench/bench_claims.py``
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..states import Verdict
+from ...states import Verdict
+from .layouts import normalise_layout
+from .lexicon import Lexicon
+from .numbers import scores_in
 
 VERIFIED, UNBACKED, MISMATCH = Verdict.VERIFIED, Verdict.UNBACKED, Verdict.MISMATCH
-
-
-
-@dataclass(frozen=True)
-class Lexicon:
-    """How text claims one capability; each capability declares its own (``@capability(lexicon=…)``).
-
-    ``verbs``: phrases that assert the act (``published``, ``已发布``); ``[claims]`` in config.toml adds more.
-    ``zh_step`` / ``en_step``: how the step is named, for a name plus a done mark ("台账也记录好了",
-    "Publish: done"). ``zh_generic``: those of its Chinese step words that say "written" or "sent" of
-    anything, so they belong to a step that ``absorbs_generic`` (the report) when it is named too.
-    """
-
-    verbs: tuple[str, ...] = ()
-    zh_step: str | None = None
-    en_step: str | None = None
-    zh_generic: str | None = None
-    absorbs_generic: bool = False
 
 
 # An asynchronous platform's own words for "a publish task was accepted" (WeChat's 发布任务): the
@@ -126,30 +110,6 @@ _EXAMPLE = re.compile(r"(\blike|such as|e\.g\.|for example|for instance|例如|�
 _REGISTRATION_LABELLED = re.compile(
     r"(?:registration\s+(?:number|no\.?|id)|登记号|登记编号|台账编号)\s*(?:is|was|:|：|为|是|=)?\s*[`'\"“«(（]?"
     r"((?=[A-Za-z_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,})", re.IGNORECASE)
-
-# Scores. Numbers come as 85, 78.4, 八十五, seventy-eight; the context says whether one is a score.
-_EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-_EN_TEENS = {"ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
-             "seventeen": 17, "eighteen": 18, "nineteen": 19}
-_EN_ONES = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
-_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_NUMBER = re.compile(
-    r"(?<![\w.])(\d{1,3}(?:\.\d+)?)(?![\d.]*\d)|([零一二两三四五六七八九十百]+(?:点[零一二三四五六七八九]+)?)|"
-    rf"\b((?:{'|'.join(_EN_TENS)})(?:[- ](?:{'|'.join(_EN_ONES)}))?|{'|'.join(_EN_TEENS)}|(?:a |one )?hundred)\b",
-    re.IGNORECASE,
-)
-_SCORE_BEFORE = re.compile(r"(评分|得分|打分|分数|打了|得了|拟人度|拟人化|拟人|人味|score\w*|rating|rated|rate|humani[sz]\w*|"
-                           r"human[- ]?likeness|humanness|naturalness|human)[^\d\n]{0,25}$", re.IGNORECASE)
-_SCORE_UNIT = re.compile(r"^\s*(分(?!钟|之|析|享|别|配)|points?\b|pts\b|/\s*100\b|out of 100\b|of 100\b)", re.IGNORECASE)
-_SCORE_AFTER = re.compile(r"^[^\d\n]{0,25}(humanness|human[- ]?likeness|naturalness|humani[sz]\w*)", re.IGNORECASE)
-_PERCENT = re.compile(r"^\s*%")
-_SCORE_WORD = re.compile(r"评分|得分|打分|分数|拟人|人味|检测结果|"
-                         r"score|rating|rated|humani[sz]|human[- ]?likeness|humanness|naturalness", re.IGNORECASE)
-_THRESHOLD = re.compile(r"(threshold|阈值|门槛|离|距离|at least|minimum|min\.|≥|>=|below|under|above|over|低于|高于|超过|不低于)"
-                        r"[^\d\n]{0,12}$", re.IGNORECASE)
-_THRESHOLD_AFTER = re.compile(r"^\s*(分)?\s*(的)?(门槛|阈值|threshold|or (more|higher|above))", re.IGNORECASE)
-_NOT_SCORE_AFTER = re.compile(r"^\s*(分钟|秒|篇|次|个|条|号|天|小时|minutes?|seconds?|hours?|days?|times|am|pm|s\b)", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class ClaimFound:
@@ -284,144 +244,6 @@ class ClaimRules:
     def check(self, text: str, facts: Mapping[str, list[Any]]) -> list[ClaimFound]:
         return self.judge(self.extract(text), facts)
 
-
-# --- numbers -------------------------------------------------------------------------
-
-
-def parse_number(token: str) -> float | None:
-    """85, 78.4, 八十五, 一百, seventy-eight, a hundred → the number; None if it is not one."""
-    token = token.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", token):
-        return float(token)
-    if re.fullmatch(r"[零一二两三四五六七八九十百]+点[零一二三四五六七八九]+", token):  # 七十八点四
-        whole, frac = token.split("点")
-        integer = parse_number(whole)
-        return None if integer is None else float(f"{integer:g}." + "".join(str(_ZH_DIGITS[ch]) for ch in frac))
-    if re.fullmatch(r"[零一二两三四五六七八九十百]+", token):
-        total, digit = 0, None
-        for ch in token:
-            if ch == "百":
-                total += (digit if digit is not None else 1) * 100
-                digit = None
-            elif ch == "十":
-                total += (digit if digit is not None else 1) * 10
-                digit = None
-            else:
-                digit = _ZH_DIGITS[ch] if digit is None else digit * 10 + _ZH_DIGITS[ch]
-        return float(total + (digit or 0))
-    words = re.split(r"[- ]", token)
-    if words[-1] == "hundred":
-        return 100.0
-    if words[0] in _EN_TENS:
-        return float(_EN_TENS[words[0]] + (_EN_ONES.get(words[1], 0) if len(words) > 1 else 0))
-    if token in _EN_TEENS:
-        return float(_EN_TEENS[token])
-    return None
-
-
-def scores_in(clause: str) -> list[str]:
-    """Humanize scores quoted in a clause: a number in a scoring context that is not a threshold."""
-    clause = re.sub(r"百分之\s*([零一二两三四五六七八九十百]+(?:点[零一二三四五六七八九]+)?|\d+(?:\.\d+)?)", r"\1%", clause)
-    out = []
-    for m in _NUMBER.finditer(clause):
-        before, after = clause[:m.start()], clause[m.end():]
-        value = parse_number(m.group(0))
-        if value is None or not 0 <= value <= 100 or _NOT_SCORE_AFTER.match(after):
-            continue
-        if _THRESHOLD.search(before) or _THRESHOLD_AFTER.match(after):
-            continue
-        scored = (_SCORE_BEFORE.search(before) or _SCORE_UNIT.match(after) or _SCORE_AFTER.match(after)
-                  or (_PERCENT.match(after) and _SCORE_WORD.search(clause)))
-        if scored:
-            out.append(f"{value:g}")
-    return out
-
-
-# --- layout ----------------------------------------------------------------------------
-
-_TABLE_SEPARATOR = re.compile(r"^\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?$")
-_BULLET = re.compile(r"^\s*(?:[-*+•>]+|\d{1,2}[.)、]|#{1,6})\s+")
-_DASH_STATUS = re.compile(r"^([^:：—–]{1,24}?)(?:\s*(?:—{1,2}|–)\s*|\s+-{1,2}\s+)(\S.*)$")
-
-
-def _json_spans(text: str) -> list[tuple[int, int, Any]]:
-    """(start, end, parsed) for each top-level JSON object in the text."""
-    spans, i, decoder = [], 0, json.JSONDecoder()
-    while (i := text.find("{", i)) != -1:
-        try:
-            obj, end = decoder.raw_decode(text, i)
-        except ValueError:
-            i += 1
-            continue
-        if isinstance(obj, dict):
-            spans.append((i, end, obj))
-        i = end
-    return spans
-
-
-def _is_tool_call(obj: Mapping[str, Any]) -> bool:
-    fn = obj["function"] if isinstance(obj.get("function"), Mapping) else obj
-    return any(k in fn for k in ("name", "tool", "tool_name")) and any(k in fn for k in ("arguments", "parameters", "args"))
-
-
-def _flatten(obj: Any, prefix: str = "") -> list[str]:
-    if isinstance(obj, Mapping):
-        out = []
-        for key, value in obj.items():
-            label = f"{prefix} {str(key).replace('_', ' ')}".strip()
-            out.extend(_flatten(value, label))
-        return out
-    if isinstance(obj, list):
-        return [line for item in obj for line in _flatten(item, prefix)]
-    value = {True: "true", False: "false", None: "none"}.get(obj, obj) if not isinstance(obj, (int, float)) or isinstance(obj, bool) else obj
-    return [f"{prefix}: {value}"]
-
-
-def normalise_layout(text: str, step_name: re.Pattern[str]) -> str:
-    """Structured status (JSON, tables, checklists, bullets) rewritten as one status line per item.
-
-    A JSON object becomes one line of ``key: value`` pairs joined by `` | `` (one sentence, so a
-    URL joins the claim it belongs to); a table row ``| 发布 | ✅ 成功 |`` becomes ``发布: ✅ 成功``.
-    ``step_name`` matches any step's name (a table whose columns are steps has a status per cell).
-    """
-    parts, last = [], 0
-    for start, end, obj in _json_spans(text):
-        if _is_tool_call(obj):
-            continue
-        parts.append(text[last:start])
-        parts.append("\n" + " | ".join(_flatten(obj)) + "\n")
-        last = end
-    parts.append(text[last:])
-    lines = "".join(parts).splitlines()
-    out: list[str] = []
-    header: list[str] | None = None
-    for i, raw in enumerate(lines):
-        line = raw.strip()
-        if line.startswith("```") or _TABLE_SEPARATOR.match(line):
-            continue
-        if line.startswith("|") and line.count("|") >= 2:
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if i + 1 < len(lines) and _TABLE_SEPARATOR.match(lines[i + 1].strip()):
-                # A header row names columns and states nothing, unless the columns are the steps
-                # ("| topic | draft |" over "| ✓ | ✓ |"): then each row cell is that step's status.
-                header = cells if sum(bool(step_name.search(c)) for c in cells) >= 2 else None
-                continue
-            if header and len(header) == len(cells):
-                line = " | ".join(f"{h}: {c}" for h, c in zip(header, cells, strict=True))
-            else:
-                line = f"{cells[0]}: {' '.join(cells[1:])}"
-        elif not line.startswith("|"):
-            header = None
-        line = _BULLET.sub("", line).replace("**", "").replace("__", "")
-        line = re.sub(r"\s*\.{3,}\s*", ": ", line)  # dot leaders: "Humanize ...... done"
-        line = re.sub(r"\[[xX✓]\]", "✅", line).replace("[ ]", "☐")
-        m = _DASH_STATUS.match(line)
-        if m and len(m.group(1).split()) <= 3:  # "Publish — done", "发布 —— 成功": a label and its status
-            line = f"{m.group(1).strip()}: {m.group(2)}"
-        out.append(line)
-    return "\n".join(out)
-
-
 def facts_from_mapping(data: Mapping[str, Any], fact_keys: Mapping[str, str]) -> dict[str, list[Any]]:
     """Read the ``--facts`` JSON: ``{"publish": {"url": …}, "draft": {}}`` (a list of such dicts also works).
 
@@ -438,51 +260,6 @@ def facts_from_mapping(data: Mapping[str, Any], fact_keys: Mapping[str, str]) ->
                 values.append(item)
         out[cap] = [v for v in values if v is not None] or []
     return out
-
-
-# --- text tool calls ---------------------------------------------------------
-
-_TOOLCALL_TAG = re.compile(r"<\s*/?\s*(tool_call|tool_calls|function_call|function|tools)\b[^>]*>", re.IGNORECASE)
-_JSON_CANDIDATE = re.compile(r"\{[^{}]*(\{[^{}]*\}[^{}]*)*\}", re.DOTALL)
-# A call written as JSON-ish text that does not parse: placeholders (`"article_id": <article_id>`),
-# single quotes, trailing commas. The tool's name in a name/tool/function field is enough.
-_NAMED_CALL = re.compile(r"""["']?(?:name|tool|tool_name|function)["']?\s*[:=]\s*["'](\w+)["']""", re.IGNORECASE)
-_CALL_SHAPE = re.compile(r"""["']?(?:arguments|parameters|args)["']?\s*[:=]|<\w+>""", re.IGNORECASE)
-
-
-def text_tool_calls(text: str, tool_names: Iterable[str]) -> list[str]:
-    """Names of tools the model *wrote* as a call instead of calling. Never executed."""
-    names = set(tool_names)
-    text = text or ""
-    found: list[str] = []
-    if _TOOLCALL_TAG.search(text):
-        found.append("<tool_call>")
-    for m in _JSON_CANDIDATE.finditer(text):
-        candidate = m.group(0)
-        try:
-            obj = json.loads(candidate)
-        except ValueError:
-            obj = None
-        if isinstance(obj, dict):
-            fn = obj["function"] if isinstance(obj.get("function"), dict) else obj
-            name = fn.get("name") or fn.get("tool") or obj.get("tool_name")
-            candidates = [name] if isinstance(name, str) else []
-        elif obj is None and _CALL_SHAPE.search(candidate):
-            candidates = _NAMED_CALL.findall(candidate)
-        else:
-            candidates = []
-        for name in candidates:
-            if name in names and name not in found:
-                found.append(name)
-    if _CALL_SHAPE.search(text):  # unbalanced braces: a call cut short or with a stray bracket
-        for name in _NAMED_CALL.findall(text):
-            if name in names and name not in found:
-                found.append(name)
-    for name in names:
-        if re.search(rf"\b{re.escape(name)}\s*\(\s*[\w\"'{{<]", text) and name not in found:
-            found.append(name)
-    return found
-
 
 # --- sentences and clauses ----------------------------------------------------------
 
