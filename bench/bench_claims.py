@@ -4,7 +4,7 @@
 
 For every message the labels say which claims it asserts (with quoted values)
 and the facts profile says what the ledger holds; the expected verdicts follow
-from those. The rules (``pipeline.claims``, no model) produce their own
+from those. The rules (``pipeline.tools.claims``, no model) produce their own
 verdicts. Two measures, per class and per split (dev / held-out), both over
 (capability, verdict) pairs per message:
 
