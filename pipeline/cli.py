@@ -398,7 +398,8 @@ def run(config: ConfigOpt = None,
                 from .ledger.reader import LedgerReader
                 from .run.runner import run_once
 
-                outcome = run_once(cfg, observer=_Progress(), lock_held=True, dry_run=dry_run)  # pre-flight next: no ledger on a config error
+                # pre-flight next (the up-front checks ran above: once per run): no ledger on a config error
+                outcome = run_once(cfg, observer=_Progress(), lock_held=True, dry_run=dry_run, validated=True)
                 summary_reader = LedgerReader(cfg.ledger_url)  # what the run recorded, read-only
                 try:
                     _print_summary(summary_reader, outcome)

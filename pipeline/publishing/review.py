@@ -36,6 +36,7 @@ from ..errors import ConfigError, ExitCode, PipelineError
 from ..ledger.writer import Ledger
 from ..ledger.models import Article, Registration, Report, Review, Run
 from ..ledger.utc import utcnow
+from ..states import RunStatus
 from ..views.status import ReviewView, review_of, reviews
 
 CALL_PREFIX = "review:"
@@ -188,7 +189,7 @@ def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
         row.completed_at = utcnow()
         s.add(row)
         run = s.get(Run, run_id)
-        run.status, run.exit_code, run.error, run.finished_at = "done", 0, None, utcnow()
+        run.status, run.exit_code, run.error, run.finished_at = RunStatus.DONE, int(ExitCode.DONE), None, utcnow()
         s.add(run)
 
 

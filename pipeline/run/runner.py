@@ -53,9 +53,13 @@ class RunOutcome:
     error: str | None = None
 
 
-def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
-    """Everything that can be wrong with the config, found before anything is recorded."""
-    validate.upfront(cfg)
+def preflight(cfg: Config, prompts: Prompts, validated: bool = False) -> ClaimRules:
+    """Everything that can be wrong with the config, found before anything is recorded.
+
+    ``validated``: the caller already ran ``validate.upfront`` on this config (the CLI does, before the lock).
+    """
+    if not validated:
+        validate.upfront(cfg)
     rules = catalog.claim_rules(cfg)
     get_publisher(cfg)
     ChatModel(cfg.llm)._api_key()
@@ -72,27 +76,29 @@ def preflight(cfg: Config, prompts: Prompts) -> ClaimRules:
 
 def run_once(cfg: Config, observer: RunObserver | None = None, llm: ChatModel | None = None,
              ledger: Ledger | None = None, prompts: Prompts | None = None, lock_held: bool = False,
-             dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
+             dry_run: bool = False, tick: datetime | None = None, validated: bool = False) -> RunOutcome:
     """One run of ``cfg.channel``. Raises ChannelLocked (exit 75) before touching anything if it is running elsewhere.
 
     ``lock_held``: the caller already holds the channel lock (the CLI takes it before heavy imports).
     ``dry_run``: everything but the platform call; publish writes the would-be post to the preview directory.
     ``tick``: the scheduled firing this run serves (daemon, worker); TickAlreadyRun if it already ran.
+    ``validated``: the caller ran the up-front checks on ``cfg`` already: the run validates once.
     """
     if lock_held:
-        return _locked_run(cfg, observer, llm, ledger, prompts, dry_run, tick)
+        return _locked_run(cfg, observer, llm, ledger, prompts, dry_run, tick, validated)
     with channel_lock(cfg, cfg.channel.name):
-        return _locked_run(cfg, observer, llm, ledger, prompts, dry_run, tick)
+        return _locked_run(cfg, observer, llm, ledger, prompts, dry_run, tick, validated)
 
 
 def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None, ledger: Ledger | None,
-                prompts: Prompts | None, dry_run: bool = False, tick: datetime | None = None) -> RunOutcome:
+                prompts: Prompts | None, dry_run: bool = False, tick: datetime | None = None,
+                validated: bool = False) -> RunOutcome:
     from ..publishing.settle import reconcile
 
     channel = cfg.channel.name
     redact.from_config(cfg)  # before anything can be stored, printed, alerted or logged
     prompts = prompts or Prompts()
-    rules = preflight(cfg, prompts)
+    rules = preflight(cfg, prompts, validated)
     tracing.configure(cfg.traces)
     own_ledger = ledger is None
     ledger = ledger or Ledger.of(cfg)
