@@ -35,6 +35,7 @@ from .run.events import Nudge, RunObserver
 from .text.redact import scrub, shown
 from .text.untrusted import for_rich
 from .text.untrusted import visible as for_display
+from .states import ReviewStatus
 
 
 def safe(text: object) -> str:
@@ -524,7 +525,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
                           f"{rec.run_id} registered as {rec.registration_no} by run {rec.reconciled_by}: "
                           f"{rec.url}", markup=False, highlight=False)
             for rev in r.awaiting_review:
-                state = "approved, not finished" if rev.status == "approved" else "awaiting review"
+                state = "approved, not finished" if rev.status == ReviewStatus.APPROVED else "awaiting review"
                 out.print(f"{r.channel}: run {rev.run_id} {state} since {rev.requested_at[:16]}: "
                           f"{for_display(rev.title)} (pipeline review show {rev.run_id})",
                           markup=False, highlight=False)

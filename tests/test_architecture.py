@@ -137,6 +137,39 @@ def test_the_top_level_holds_few_modules():
     assert len(top) <= 12, top
 
 
+def _bare_status_strings(tree: ast.AST) -> list[int]:
+    """Lines that compare, assign, filter or write a ``status`` as a bare string instead of a member of pipeline.states."""
+    found = []
+    for node in ast.walk(tree):
+        values: list[ast.expr] = []
+        if isinstance(node, ast.Compare) and any(isinstance(p, ast.Attribute) and p.attr == "status"
+                                                 for p in [node.left, *node.comparators]):
+            values = [node.left, *node.comparators]
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "status" for t in node.targets):
+            values = [node.value]
+        elif isinstance(node, ast.keyword) and node.arg == "status":
+            values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "in_"
+              and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "status" and node.args
+              and isinstance(node.args[0], (ast.Tuple, ast.List))):
+            values = list(node.args[0].elts)
+        found += [v.lineno for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return found
+
+
+def test_states_are_named_not_spelled():
+    """states.py names every state once; code compares and writes the members, never the bare strings."""
+    assert _bare_status_strings(ast.parse('if row.status == "done": row.status = "x"')) == [1, 1]  # the check can fail
+    offenders = {}
+    for name, path in _modules().items():
+        if ".migrations" in name:  # a revision is frozen history: it spells the values it wrote
+            continue
+        lines = _bare_status_strings(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            offenders[name] = lines
+    assert offenders == {}
+
+
 def test_pipeline_never_imports_a_capability_module():
     """Data flows one way: capabilities use pipeline/, and only the registry finds them."""
     graph = _graph()

@@ -10,6 +10,7 @@ from typing import Annotated
 from pipeline.tools.claims import Lexicon
 from pipeline.errors import CapabilityError
 from pipeline.tools.toolbox import RunContext, capability
+from pipeline.states import PublicationStatus
 
 LEXICON = Lexicon(
     verbs=(
@@ -40,7 +41,7 @@ def register(ctx: RunContext, publication_id: Annotated[int, "The publication_id
         pub = s.get(Publication, publication_id)
         if pub is None or pub.run_id != ctx.run_id:
             raise CapabilityError(f"no publication {publication_id} in this run; pass the publication_id returned by publish")
-        if pub.status != "verified":
+        if pub.status != PublicationStatus.VERIFIED:
             raise CapabilityError(f"publication {publication_id} is {pub.status}, not verified; only verified publications are registered")
         reg = assign(s, ctx.cfg, pub, day)
         url = pub.url

@@ -42,6 +42,7 @@ from ..errors import EnvironmentFailure, LedgerError, TickAlreadyRun
 from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
 from .models import Claim, Daemon, Execution, GuardEvent, ModelCall, ProviderCapability, Run, Tick, TickEvent, Turn
 from .utc import aware, sqlite_text, utcnow
+from ..states import RunStatus
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -447,7 +448,7 @@ class Ledger:
     def mark_crashed(self, channel: str) -> list[str]:
         """Runs of ``channel`` left "running" by a dead process become "crashed". Call holding the channel lock."""
         with self.write() as s:
-            runs = s.exec(select(Run).where(Run.channel == channel, Run.status == "running")).all()
+            runs = s.exec(select(Run).where(Run.channel == channel, Run.status == RunStatus.RUNNING)).all()
             for run in runs:
                 run.status, run.error, run.finished_at = "crashed", "the process died before the run ended", utcnow()
                 s.add(run)

@@ -47,6 +47,7 @@ from ..errors import ChannelLocked, PipelineError, TickAlreadyRun
 from ..run.events import RunObserver
 from ..ledger.locks import hold
 from ..runtime.scheduling import make_trigger
+from ..states import RunStatus
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -243,7 +244,7 @@ def _mark_interrupted(cfg: Config) -> None:
 
     ledger = Ledger.of(cfg)
     with ledger.read() as s:
-        running = s.exec(select(Run).where(Run.status == "running")).all()
+        running = s.exec(select(Run).where(Run.status == RunStatus.RUNNING)).all()
     for run in running:
         orphaned = False
         if run.id not in _active:

@@ -70,7 +70,7 @@ RECOVERED = "recovered after crash"
 
 
 def _result(p: Publication, **extra: Any) -> dict:
-    return {"publication_id": p.id, "url": p.url, "verified": p.status == "verified", "target": p.target, **extra}
+    return {"publication_id": p.id, "url": p.url, "verified": p.status == PublicationStatus.VERIFIED, "target": p.target, **extra}
 
 
 def idempotency_key(run_id: str, article: Article) -> str:
@@ -169,13 +169,13 @@ def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: A
     budget = ctx.cfg.publish.wechat.poll_budget_s
     row = publisher.advance(row.id, article, poll_budget_s=budget,
                             verify=verifier(ctx.cfg, publisher, article.content_hash))
-    if row.status == "verified":
+    if row.status == PublicationStatus.VERIFIED:
         return _result(row, publish_id=row.publish_id)
-    if row.status == "unverified":
+    if row.status == PublicationStatus.UNVERIFIED:
         raise CapabilityError(f"published to {row.url} but it could not be verified: {row.verification}")
     if row.status in ("failed", "removed"):
         raise PublicationFailed(f"{publisher.name} did not publish the article: {row.verification}")
-    if row.status == "submitted":
+    if row.status == PublicationStatus.SUBMITTED:
         raise PublicationSubmitted(f"{publisher.name}: publish task {row.publish_id} accepted (已提交发布) but "
                                    f"not published after {budget:g}s of polling; the next run resumes polling it "
                                    f"(publication {row.id})")
@@ -264,12 +264,12 @@ def publish_article(ctx: RunContext, article_id: int) -> dict:
     """The ``publish`` capability's work (see the module docstring)."""
     with ctx.ledger.read() as s:
         article = s.get(Article, article_id)
-        done = s.exec(select(Publication).where(Publication.run_id == ctx.run_id, Publication.status == "verified")).first()
+        done = s.exec(select(Publication).where(Publication.run_id == ctx.run_id, Publication.status == PublicationStatus.VERIFIED)).first()
     if done is not None:
         return _result(done, replayed=True, note="this run has already published; not publishing again")
     with ctx.ledger.read() as s:
         started = s.exec(select(Publication).where(Publication.run_id == ctx.run_id,
-                                                   Publication.status.in_(("pending", "submitted")),
+                                                   Publication.status.in_((PublicationStatus.PENDING, PublicationStatus.SUBMITTED)),
                                                    Publication.article_id != article_id)).first()
     if article is None or article.run_id != ctx.run_id:
         raise CapabilityError(f"no article {article_id} in this run; pass the article_id returned by humanize")
@@ -290,7 +290,7 @@ def publish_article(ctx: RunContext, article_id: int) -> dict:
                               f"{started.status}; publish that article_id, not another one")
     slug = slug_for(article, key)
     row, fresh = _claim(ctx, key, article, publisher.name)
-    if row.status == "verified":
+    if row.status == PublicationStatus.VERIFIED:
         return _result(row, replayed=True)
     if row.content_hash != article.content_hash:
         raise CapabilityError(f"idempotency key {key[:12]}… was recorded for different content "

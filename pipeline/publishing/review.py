@@ -36,7 +36,7 @@ from ..errors import ConfigError, ExitCode, PipelineError
 from ..ledger.writer import Ledger
 from ..ledger.models import Article, Registration, Report, Review, Run
 from ..ledger.utc import utcnow
-from ..states import RunStatus
+from ..states import ReviewStatus, RunStatus
 from ..views.status import ReviewView, review_of, reviews
 
 CALL_PREFIX = "review:"
@@ -102,8 +102,8 @@ def reject(cfg: Config, ledger: Ledger, run_id: str, by: str, reason: str) -> Re
     with channel_lock(cfg, run.channel):
         now = utcnow()
         with ledger.write() as s:
-            done = s.exec(update(Review).where(Review.run_id == run_id, Review.status == "pending")
-                          .values(status="rejected", decided_by=by, decided_at=now, reason=reason)).rowcount
+            done = s.exec(update(Review).where(Review.run_id == run_id, Review.status == ReviewStatus.PENDING)
+                          .values(status=ReviewStatus.REJECTED, decided_by=by, decided_at=now, reason=reason)).rowcount
             if done:
                 row = s.get(Run, run_id)
                 row.status, row.exit_code = "rejected", 0
@@ -144,10 +144,10 @@ def approve(cfg: Config, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewVi
             if review is None:
                 raise ConfigError(f"no review for run {run_id!r} (pipeline review list shows them)")
             # Conditional: a second approver (another host on a shared database) cannot approve again.
-            s.exec(update(Review).where(Review.id == review.id, Review.status == "pending")
-                   .values(status="approved", decided_by=by, decided_at=now))
+            s.exec(update(Review).where(Review.id == review.id, Review.status == ReviewStatus.PENDING)
+                   .values(status=ReviewStatus.APPROVED, decided_by=by, decided_at=now))
         current = show(ledger, run_id)
-        if current.status == "rejected":
+        if current.status == ReviewStatus.REJECTED:
             raise ConfigError(f"run {run_id} was rejected by {current.decided_by} at {current.decided_at}: "
                               f"{current.reason}")
         if current.completed:

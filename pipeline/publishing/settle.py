@@ -51,7 +51,7 @@ from ..ledger.models import Article, Execution, Publication, Registration, Run
 from ..ledger.utc import aware, utcnow
 from ..ledger.writer import Ledger
 from ..runtime.alerts import Alerter
-from ..states import UNFINISHED
+from ..states import PublicationStatus, RunStatus, UNFINISHED
 from .publish import (
     RECOVERED,
     budget_for,
@@ -72,13 +72,13 @@ def _orphans(ledger: Ledger, cutoff: datetime, channel: str | None) -> list[tupl
     query = (select(Publication, Run, Article)
              .join(Run, Run.id == Publication.run_id)
              .join(Article, Article.id == Publication.article_id)
-             .where(Publication.status.in_(("pending", "submitted")))
+             .where(Publication.status.in_((PublicationStatus.PENDING, PublicationStatus.SUBMITTED)))
              .order_by(Publication.id))
     if channel is not None:
         query = query.where(Run.channel == channel)
     with ledger.read() as s:
         rows = s.exec(query).all()
-    return [(pub, art) for pub, run, art in rows if run.status != "running" or aware(run.started_at) < cutoff]
+    return [(pub, art) for pub, run, art in rows if run.status != RunStatus.RUNNING or aware(run.started_at) < cutoff]
 
 
 def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Any) -> bool:
@@ -88,10 +88,10 @@ def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Articl
     ``publish`` call may start one, and its run is over; it becomes ``failed``
     so that the ledger does not keep an unsent publication pending forever.
     """
-    if pub.status == "pending" and pub.submit_started_at is None:
+    if pub.status == PublicationStatus.PENDING and pub.submit_started_at is None:
         with ledger.write() as s:
             row = s.get(Publication, pub.id)
-            if row.status != "pending" or row.submit_started_at is not None:
+            if row.status != PublicationStatus.PENDING or row.submit_started_at is not None:
                 return False
             row.status, row.verification = "failed", f"{RECOVERED}: never submitted, so never published"
             s.add(row)
@@ -111,14 +111,14 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
     """
     if is_async(publisher):
         return _resume_async(cfg, ledger, pub, article, publisher)
-    if pub.status != "pending":
+    if pub.status != PublicationStatus.PENDING:
         return False
     try:
         found = publisher.find(key=pub.idempotency_key, slug=slug_for(article, pub.idempotency_key))
     except LookupUnsupported as exc:
         with ledger.write() as s:
             row = s.get(Publication, pub.id)
-            if row.status != "pending":
+            if row.status != PublicationStatus.PENDING:
                 return False
             row.status = UNKNOWN
             row.verification = f"{RECOVERED}: outcome unknown: {exc}; it may be live without a registration"
@@ -128,10 +128,10 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
     problem = None if found is None or mismatch else verify_published(cfg, publisher, found, pub.content_hash)
     with ledger.write() as s:
         row = s.get(Publication, pub.id)
-        if row.status != "pending":  # someone else settled it first
+        if row.status != PublicationStatus.PENDING:  # someone else settled it first
             return False
         if found is None or mismatch:
-            row.status = "failed"
+            row.status = PublicationStatus.FAILED
             row.verification = f"{RECOVERED}: " + (mismatch or f"not on {pub.target}, so it was never published")
         else:
             record_post(row, found, problem, f"{RECOVERED}; {problem}" if problem else RECOVERED)
@@ -198,7 +198,7 @@ def recheck_published(cfg: Config, ledger: Ledger, *, channel: str | None = None
     if not days:
         return []
     query = (select(Publication).join(Run, Run.id == Publication.run_id)
-             .where(Publication.status == "verified", Publication.publish_id.is_not(None),
+             .where(Publication.status == PublicationStatus.VERIFIED, Publication.publish_id.is_not(None),
                     Publication.verified_at >= utcnow() - timedelta(days=days)).order_by(Publication.id))
     if channel is not None:
         query = query.where(Run.channel == channel)
@@ -218,7 +218,7 @@ def recheck_published(cfg: Config, ledger: Ledger, *, channel: str | None = None
         except (PipelineError, OSError, httpx.HTTPError) as exc:
             log.warning("publication %s (%s): recheck failed: %s", row.id, row.target, exc)
             continue
-        if after.status == "removed":
+        if after.status == PublicationStatus.REMOVED:
             removed.append(after)
     return removed
 
@@ -245,7 +245,7 @@ def unregistered(ledger: Ledger, channel: str | None = None) -> list[tuple[Publi
     """Verified publications of runs that ended unfinished (``states.UNFINISHED``) and have no registration yet."""
     query = (select(Publication, Run).join(Run, Run.id == Publication.run_id)
              .outerjoin(Registration, Registration.publication_id == Publication.id)
-             .where(Publication.status == "verified", Run.status.in_(UNFINISHED), Registration.id.is_(None))
+             .where(Publication.status == PublicationStatus.VERIFIED, Run.status.in_(UNFINISHED), Registration.id.is_(None))
              .order_by(Publication.id))
     if channel is not None:
         query = query.where(Run.channel == channel)
@@ -262,7 +262,7 @@ def _number_publication(cfg: Config, ledger: Ledger, pub_id: int, by_run: str) -
         pub = s.get(Publication, pub_id)
         run = s.get(Run, pub.run_id)
         taken = s.exec(select(Registration).where(Registration.publication_id == pub_id)).first()
-        if taken is not None or pub.status != "verified":
+        if taken is not None or pub.status != PublicationStatus.VERIFIED:
             return None
         reg = assign(s, cfg, pub, day)
         result = {"registration_no": reg.registration_no, "publication_id": pub.id, "url": pub.url,

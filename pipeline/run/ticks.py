@@ -32,6 +32,7 @@ from ..errors import TickAlreadyRun
 from ..ledger.writer import Ledger
 from ..ledger.models import Execution, Publication, Registration, Report
 from ..ledger.utc import utcnow
+from ..states import PublicationStatus
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +66,10 @@ def settle_before_run(cfg: Config, ledger: Ledger, alerter: Alerter, channel: st
                       .order_by(Publication.id)).all()  # type: ignore[arg-type]
     if not pubs:
         return
-    pub = next((p for p in pubs if p.status == "verified"), pubs[0])
+    pub = next((p for p in pubs if p.status == PublicationStatus.VERIFIED), pubs[0])
     with ledger.read() as s:
         reg = s.exec(select(Registration).where(Registration.publication_id == pub.id)).first()
-    if pub.status == "verified":
+    if pub.status == PublicationStatus.VERIFIED:
         _report(cfg, ledger, pub.run_id, tick)
     outcome = (f"run {pub.run_id} published {pub.url or '(no URL yet)'} (publication {pub.id}, {pub.status}"
                f"{', registered as ' + reg.registration_no if reg else ''}); its process died; not run again")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..ledger.reader import LedgerReader
 
 from ..ledger.facts import Fact
+from ..states import Verdict
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class RunDiff:
 
     @property
     def hallucinations(self) -> list[DiffClaim]:
-        return [c for c in self.claims if c.status != "verified"]
+        return [c for c in self.claims if c.status != Verdict.VERIFIED]
 
     def as_dict(self) -> dict[str, Any]:
         claims = [c.as_dict() for c in self.claims]

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..ledger.utc import aware
+from ..states import RunStatus
 
 if TYPE_CHECKING:
     from ..ledger.reader import LedgerReader
@@ -101,7 +102,7 @@ def model_stats(reader: LedgerReader, since: datetime | None = None) -> list[Mod
         e["runs"] += row.n
         e["outcomes"][row.status] = row.n
         e["nudges"] += row.nudges or 0
-        if row.status == "incomplete":
+        if row.status == RunStatus.INCOMPLETE:
             e["stuck_runs"] += row.n
     # Turn numbers come from the partial indexes on assistant turns (migration 0004), keyed by the
     # model the turn asked for; --since counts the turns made since then.

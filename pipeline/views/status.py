@@ -20,6 +20,7 @@ from .reports import (
     reconciled_registrations,
     unregistered_publications,
 )
+from ..states import ReviewStatus
 
 # A last run in one of these states is a decision or work in progress, not a failure.
 NOT_FAILED = ("done", "running", "awaiting_review", "rejected", "dry_run")
@@ -233,7 +234,7 @@ def reviews(ledger: Any, channel: str | None = None, *, all_states: bool = False
     rows = (db.rows(f"{_REVIEWS} WHERE r.channel = :c ORDER BY v.id", c=channel) if channel is not None
             else db.rows(f"{_REVIEWS} ORDER BY v.id"))
     return [_review_view(r) for r in rows
-            if all_states or r.status == "pending" or (r.status == "approved" and r.completed_at is None)]
+            if all_states or r.status == ReviewStatus.PENDING or (r.status == ReviewStatus.APPROVED and r.completed_at is None)]
 
 
 def review_of(ledger: Any, run_id: str) -> ReviewView | None:

@@ -86,6 +86,7 @@ from ...ledger.utc import aware, utcnow
 from ...runtime.retry import Backoff
 from . import Published, PublishOutcomeUnknown
 from .remote import AttemptBudget, secret_from_env, setting_url
+from ...states import PublicationStatus
 
 if TYPE_CHECKING:
     from ...ledger.writer import Ledger
@@ -533,13 +534,13 @@ class WeChatPublisher:
         deadline = time.monotonic() + poll_budget_s
         with self.ledger.read() as s:
             row = s.get(Publication, row_id)
-        if row.status == "pending" and row.submit_started_at is not None and row.publish_id is None:
+        if row.status == PublicationStatus.PENDING and row.submit_started_at is not None and row.publish_id is None:
             row = self._settle_lost_submit(row, article, verify)
-            if row.status == "pending" and row.submit_started_at is not None:
+            if row.status == PublicationStatus.PENDING and row.submit_started_at is not None:
                 return row  # a task may still be publishing: never submit twice
-        if row.status == "pending":
+        if row.status == PublicationStatus.PENDING:
             row = self._submit(row, article)
-        if row.status == "submitted":
+        if row.status == PublicationStatus.SUBMITTED:
             row = self._poll(row, deadline, verify)
         return row
 
@@ -547,12 +548,12 @@ class WeChatPublisher:
         """A submit whose publish_id was never recorded: adopt the article it made, or wait, or allow a resubmit."""
         lookup = self.find_published(row, article.title)
         if lookup is not None and lookup[1]:
-            return self._update(row.id, status="failed", remote_id=lookup[0].remote_id,
+            return self._update(row.id, status=PublicationStatus.FAILED, remote_id=lookup[0].remote_id,
                                 verification=f"recovered after crash: the article was published, then {STATUS[5]}")
         if lookup is not None:
             found = lookup[0]
             problem = verify(found)
-            return self._update(row.id, status="unverified" if problem else "verified", url=found.url,
+            return self._update(row.id, status=PublicationStatus.UNVERIFIED if problem else PublicationStatus.VERIFIED, url=found.url,
                                 remote_id=found.remote_id, verified_at=None if problem else utcnow(),
                                 verification=("recovered after crash (found by freepublish/batchget)"
                                               + (f"; {problem}" if problem else "")))
@@ -589,7 +590,7 @@ class WeChatPublisher:
             # Refused credentials, spent quota or budget, or never reached the platform: no task was made.
             self._update(row.id, submit_started_at=None, verification=f"{type(exc).__name__}: {exc}")
             raise
-        return self._update(row.id, publish_id=publish_id, status="submitted", submitted_at=utcnow(),
+        return self._update(row.id, publish_id=publish_id, status=PublicationStatus.SUBMITTED, submitted_at=utcnow(),
                             verification=f"submitted: publish task {publish_id}")
 
     def _poll(self, row: Publication, deadline: float, verify: Callable[[Published], str | None]) -> Publication:
@@ -600,11 +601,11 @@ class WeChatPublisher:
                 published = Published(url=url, remote_id=article_id, key=row.idempotency_key,
                                       content_hash=row.content_hash)
                 problem = verify(published)
-                return self._update(row.id, status="unverified" if problem else "verified", url=url,
+                return self._update(row.id, status=PublicationStatus.UNVERIFIED if problem else PublicationStatus.VERIFIED, url=url,
                                     remote_id=article_id, verified_at=None if problem else utcnow(),
                                     verification=f"publish_status 0; {problem}" if problem else "publish_status 0")
             if status in STATUS and status not in (0, 1):
-                return self._update(row.id, status="failed", remote_id=article_id or row.remote_id,
+                return self._update(row.id, status=PublicationStatus.FAILED, remote_id=article_id or row.remote_id,
                                     verification=f"publish_status {status}: {STATUS[status]}{fail}")
             left = deadline - time.monotonic()
             if left <= 0:
@@ -616,7 +617,7 @@ class WeChatPublisher:
         """A verified article asked again: deleted (5) or blocked (6) after success makes the row ``removed``."""
         status, _url, _aid, _fail = self.status(row.publish_id)
         if status in REMOVED:
-            return self._update(row.id, status="removed", verification=f"publish_status {status}: {STATUS[status]}")
+            return self._update(row.id, status=PublicationStatus.REMOVED, verification=f"publish_status {status}: {STATUS[status]}")
         return row
 
     # The synchronous Publisher protocol, for the callers that use it.
