@@ -17,24 +17,25 @@ from ..errors import ConfigError
 from ..ledger.models import Publication, Registration
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import RegisterConfig
 
 
-def registration_day(cfg: Config) -> str:
+def registration_day(register: RegisterConfig) -> str:
+    """Today in ``[register] timezone``, as a number's date part (``YYYYMMDD``)."""
     try:
-        tz = ZoneInfo(cfg.registration.timezone)
+        tz = ZoneInfo(register.timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"[register] timezone: unknown time zone {cfg.registration.timezone!r}") from None
+        raise ConfigError(f"[register] timezone: unknown time zone {register.timezone!r}") from None
     return datetime.now(tz).strftime("%Y%m%d")
 
 
-def assign(session: Session, cfg: Config, pub: Publication, day: str) -> Registration:
+def assign(session: Session, register: RegisterConfig, pub: Publication, day: str) -> Registration:
     """The publication's registration, made now in this (write) transaction if it has none."""
     reg = session.exec(select(Registration).where(Registration.publication_id == pub.id)).first()
     if reg is None:
         seq: Any = (session.exec(select(func.max(Registration.seq)).where(Registration.day == day)).one() or 0) + 1
         reg = Registration(run_id=pub.run_id, publication_id=pub.id, day=day, seq=seq,
-                           registration_no=f"{cfg.registration.prefix}-{day}-{seq:03d}")
+                           registration_no=f"{register.prefix}-{day}-{seq:03d}")
         session.add(reg)
         session.flush()
     return reg

@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 from sqlmodel import select
 
-from ..config import Config
+from ..config import Config, PublishConfig
 from ..text.content import slugify
 from ..errors import (
     AwaitingReview,
@@ -134,8 +134,9 @@ def _claim(ctx: RunContext, key: str, article: Article, target: str) -> tuple[Pu
     return row, True
 
 
-def budget_for(cfg: Config) -> AttemptBudget:
-    return AttemptBudget(cfg.publish.max_failed_attempts, cfg.publish.unavailable_after_s)
+def budget_for(publish: PublishConfig) -> AttemptBudget:
+    """The run's budget of failed platform requests, from ``[publish]``."""
+    return AttemptBudget(publish.max_failed_attempts, publish.unavailable_after_s)
 
 
 def _publisher(ctx: RunContext) -> Publisher:
@@ -143,7 +144,7 @@ def _publisher(ctx: RunContext) -> Publisher:
     publisher = get_publisher(ctx.cfg)
     if isinstance(publisher, RemotePublisher) or is_async(publisher):
         if ctx.platform_budget is None:
-            ctx.platform_budget = budget_for(ctx.cfg)
+            ctx.platform_budget = budget_for(ctx.cfg.publish)
         publisher.budget = ctx.platform_budget
     if is_async(publisher):
         publisher.ledger = ctx.ledger

@@ -168,7 +168,7 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
                 publishers[pub.target] = get_publisher(cfg, pub.target)
                 if isinstance(publishers[pub.target], RemotePublisher) or is_async(publishers[pub.target]):
                     # a dead host must not stall the run's start
-                    publishers[pub.target].budget = budget_for(cfg)
+                    publishers[pub.target].budget = budget_for(cfg.publish)
             outcome = _recover_one(cfg, ledger, pub, article, publishers[pub.target])
             settled += bool(outcome)
             if outcome == UNKNOWN and on_unknown is not None:
@@ -209,7 +209,7 @@ def recheck_published(cfg: Config, ledger: Ledger, *, channel: str | None = None
         try:
             if row.target not in publishers:
                 publishers[row.target] = get_publisher(cfg, row.target)
-                publishers[row.target].budget = budget_for(cfg)
+                publishers[row.target].budget = budget_for(cfg.publish)
                 publishers[row.target].ledger = ledger
             publisher = publishers[row.target]
             if not hasattr(publisher, "recheck"):
@@ -257,14 +257,14 @@ def _number_publication(cfg: Config, ledger: Ledger, pub_id: int, by_run: str) -
     """Register one publication with its execution record, in one transaction; None if it was done meanwhile."""
     from .numbers import assign, registration_day
 
-    day = registration_day(cfg)
+    day = registration_day(cfg.registration)
     with ledger.write() as s:
         pub = s.get(Publication, pub_id)
         run = s.get(Run, pub.run_id)
         taken = s.exec(select(Registration).where(Registration.publication_id == pub_id)).first()
         if taken is not None or pub.status != PublicationStatus.VERIFIED:
             return None
-        reg = assign(s, cfg, pub, day)
+        reg = assign(s, cfg.registration, pub, day)
         result = {"registration_no": reg.registration_no, "publication_id": pub.id, "url": pub.url,
                   "reconciled_by": by_run, "run_status": run.status, "alerted": False}
         now = utcnow()
