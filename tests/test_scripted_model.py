@@ -152,7 +152,7 @@ import os, pathlib
 sys.path.insert(0, "tests")
 os.environ["PIPELINE_TEST_LLM_KEY"] = "sk-test"
 from pipeline import config
-from pipeline.runner import run_once
+from pipeline.run.runner import run_once
 from scenarios import scripted
 from support import OFFLINE_API_BASE, write_config
 here = pathlib.Path(sys.argv[1])
