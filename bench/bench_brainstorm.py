@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO))
 
 from sqlmodel import select  # noqa: E402
 
-from pipeline.ledger import Ledger  # noqa: E402
-from pipeline.models import Publication, Registration  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
+from pipeline.ledger.models import Publication, Registration  # noqa: E402
 
 
 def one_run(i: int, model: str, timeout: float, keep_failed: Path | None = None) -> dict:
@@ -134,8 +134,8 @@ def _attempts(execution) -> list[dict]:
 
 def _rewrite_similarity(ledger: Ledger, run_id: str) -> float | None:
     """difflib ratio of the published rewrite's body to its draft's (1.0: a verbatim copy)."""
-    from capabilities.humanize import similarity
-    from pipeline.models import Article
+    from pipeline.capabilities.humanize import similarity
+    from pipeline.ledger.models import Article
 
     with ledger.read() as s:
         rewrite = s.exec(select(Article).where(Article.run_id == run_id, Article.kind == "humanized")

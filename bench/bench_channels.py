@@ -30,7 +30,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pipeline import config as config_mod  # noqa: E402
-from pipeline import daemon  # noqa: E402
+from pipeline.ops import daemon  # noqa: E402
 
 
 def write_config(directory: Path, api_base: str, channels: int, executor: str) -> Path:

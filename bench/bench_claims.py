@@ -4,7 +4,7 @@
 
 For every message the labels say which claims it asserts (with quoted values)
 and the facts profile says what the ledger holds; the expected verdicts follow
-from those. The rules (``pipeline.claims``, no model) produce their own
+from those. The rules (``pipeline.tools.claims``, no model) produce their own
 verdicts. Two measures, per class and per split (dev / held-out), both over
 (capability, verdict) pairs per message:
 
@@ -33,8 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.claims import VERIFIED, ClaimFound, ClaimRules  # noqa: E402
-from pipeline.registry import lexicons  # noqa: E402
+from pipeline.tools.claims import VERIFIED, ClaimFound, ClaimRules  # noqa: E402
+from pipeline.tools.catalog import lexicons  # noqa: E402
 
 CORPUS = REPO / "bench" / "corpus" / "claims.txt"
 URL = "http://127.0.0.1:8765/posts/sqlite-wal.html"

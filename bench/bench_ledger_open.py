@@ -24,8 +24,8 @@ from pathlib import Path
 
 from sqlmodel import SQLModel
 
-from pipeline import models  # noqa: F401
-from pipeline.ledger import Ledger
+from pipeline.ledger import models  # noqa: F401
+from pipeline.ledger.writer import Ledger
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "ledger-0.1.0.db"

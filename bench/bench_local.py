@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pipeline import config as config_mod  # noqa: E402
-from pipeline.llm import ChatModel  # noqa: E402
-from pipeline.events import RunObserver  # noqa: E402
-from pipeline.runner import run_once  # noqa: E402
+from pipeline.model.llm import ChatModel  # noqa: E402
+from pipeline.run.events import RunObserver  # noqa: E402
+from pipeline.run.runner import run_once  # noqa: E402
 
 NAIVE_S = 113.0
 
@@ -87,11 +87,11 @@ def main() -> None:
     ap.add_argument("--model", default="local/qwen2.5-coder-1.5b")
     args = ap.parse_args()
     # Load the model once outside the timed runs, as the daemon does (load is reported separately).
-    from pipeline.llm import _load_litellm
+    from pipeline.model.llm import _load_litellm
     t0 = time.perf_counter()
     _load_litellm()
     import_s = time.perf_counter() - t0
-    from pipeline.local.provider import _load, register_local_provider
+    from pipeline.model.local.provider import _load, register_local_provider
 
     register_local_provider(REPO / "var")
     t0 = time.perf_counter()

@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pipeline import config as config_mod  # noqa: E402
-from pipeline.ledger import Ledger  # noqa: E402
-from pipeline.runner import run_once  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
+from pipeline.run.runner import run_once  # noqa: E402
 
 
 def main() -> None:

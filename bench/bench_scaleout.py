@@ -47,9 +47,9 @@ from services import RABBITMQ_URL, REDIS_URL, postgres_database  # noqa: E402
 from sqlmodel import select  # noqa: E402
 
 from pipeline import config as config_mod  # noqa: E402
-from pipeline.celery_engine import make_app, send_tick, workers_seen  # noqa: E402
-from pipeline.ledger import Ledger  # noqa: E402
-from pipeline.models import Publication, Registration, Run, Tick  # noqa: E402
+from pipeline.ops.celery_engine import make_app, send_tick, workers_seen  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
+from pipeline.ledger.models import Publication, Registration, Run, Tick  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "scaleout.json"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)

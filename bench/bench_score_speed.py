@@ -43,7 +43,7 @@ def main() -> None:
             break
     article = "# An article\n\n" + "\n\n".join(paras)
     words = len(article.split())
-    from pipeline import scoring
+    from pipeline.score import scoring
 
     before = rss_mb()
     scorer = scoring.ModelScorer(HERE.parent / "var")

@@ -3,7 +3,7 @@
     nice -n 5 .venv/bin/python bench/bench_speculative.py [--draft /tmp/sns/q05.gguf] [--prompts 3] [--tokens 300]
 
 Each mode runs in its own process (one model server at a time: the machine has 2 cores and little
-memory to spare), with the parameters ``pipeline.local.provider.server_params`` gives the pipeline:
+memory to spare), with the parameters ``pipeline.model.local.provider.server_params`` gives the pipeline:
 ``off`` is the server as shipped, ``on`` the same plus ``COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE`` with
 the draft model. Both generate the same ~300-token article prose (same prompts, seeds and the draft
 step's temperature, ``[llm] temperature``) after one short warm-up call. Reported per mode: tokens/s
@@ -38,7 +38,7 @@ SYSTEM = ("You write articles for software engineers: concrete, plain English, n
 
 
 def _stream(server, req: dict) -> dict:
-    """A streamed completion, as the provider decodes prose (``pipeline.local.provider._generate``), keeping timings."""
+    """A streamed completion, as the provider decodes prose (``pipeline.model.local.provider._generate``), keeping timings."""
     text: list[str] = []
     last: dict = {}
 
@@ -62,8 +62,8 @@ def _stream(server, req: dict) -> dict:
 def child(mode: str, draft: Path, prompts: int, tokens: int, temperature: float) -> dict:
     import xllamacpp
 
-    from pipeline.local import assets
-    from pipeline.local.provider import server_params
+    from pipeline.model.local import assets
+    from pipeline.model.local.provider import server_params
 
     path = assets.model_path(REPO / "var")
     started = time.perf_counter()

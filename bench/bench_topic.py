@@ -34,13 +34,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from capabilities.topic import topic  # noqa: E402
+from pipeline.capabilities.topic import topic  # noqa: E402
 from pipeline import config as config_mod  # noqa: E402
-from pipeline.content import normalize_title  # noqa: E402
-from pipeline.ledger import Ledger  # noqa: E402
-from pipeline.models import Article, Publication, Run, Topic  # noqa: E402
-from pipeline.prompts import Prompts  # noqa: E402
-from pipeline.tools import RunContext  # noqa: E402
+from pipeline.text.content import normalize_title  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
+from pipeline.ledger.models import Article, Publication, Run, Topic  # noqa: E402
+from pipeline.tools.prompts import Prompts  # noqa: E402
+from pipeline.tools.toolbox import RunContext  # noqa: E402
 
 WORDS = ("cache build test deploy rollback schema index query latency queue retry lock shard replica log trace "
          "metric alert budget review incident runbook feature flag canary release branch merge lint profile "

@@ -39,8 +39,8 @@ from services import RABBITMQ_URL, REDIS_URL, postgres_database  # noqa: E402
 from worker_kills import KEY_ENV, celery_config, count, daemon, done, recent_tick, wait, worker  # noqa: E402
 
 from pipeline import config as config_mod  # noqa: E402
-from pipeline.celery_engine import make_app, send_tick, workers_seen  # noqa: E402
-from pipeline.ledger import Ledger  # noqa: E402
+from pipeline.ops.celery_engine import make_app, send_tick, workers_seen  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "worker_kills.json"
 BROKERS = {"redis": f"{REDIS_URL}/12", "rabbitmq": RABBITMQ_URL}

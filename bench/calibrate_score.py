@@ -1,4 +1,4 @@
-"""Fit the humanize score's calibration on the corpus's calibration split: pipeline/calibration/score.json.
+"""Fit the humanize score's calibration on the corpus's calibration split: pipeline/score/calibration/score.json.
 
     python bench/calibrate_score.py        (after bench/score_corpus.py has cached every passage's features)
 
@@ -22,8 +22,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pipeline import scoring  # noqa: E402
-from pipeline.local import assets  # noqa: E402
+from pipeline.score import scoring  # noqa: E402
+from pipeline.model.local import assets  # noqa: E402
 from score_eval import by_length, cached_features, corpus, digest, paragraph_floor, paragraph_scores, split_of  # noqa: E402
 
 L2 = 1.0          # ridge on standardised coefficients: keeps secondary features from fitting noise
@@ -90,7 +90,7 @@ def main() -> None:
                   f"AUC {line['auc']}")
         print(lang, "n_cal", len(cal), "threshold", threshold, "paragraph floor", floor,
               "coef", dict(zip(scoring.FEATURES, np.round(coef, 2), strict=True)))
-    target = HERE.parent / "pipeline" / "calibration" / "score.json"
+    target = HERE.parent / "pipeline" / "score" / "calibration" / "score.json"
     target.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print("wrote", target)
 

@@ -28,10 +28,10 @@ def main() -> int:
     ap.add_argument("--tries", type=int, default=5, help="tool decisions to time")
     args = ap.parse_args()
 
-    from pipeline.local.provider import prepare, register_local_provider
-    from pipeline.prompts import Prompts
-    from pipeline.registry import capabilities
-    from pipeline.tools import Toolbox
+    from pipeline.model.local.provider import prepare, register_local_provider
+    from pipeline.tools.prompts import Prompts
+    from pipeline.tools.catalog import capabilities
+    from pipeline.tools.toolbox import Toolbox
 
     t = time.perf_counter()
     import litellm

@@ -3,7 +3,7 @@
     python bench/score_corpus.py [--limit N]
 
 Reads bench/corpus/score/{human,machine}_{en,zh}.jsonl, scores each passage paragraph by paragraph
-exactly as the pipeline's scorer does (``pipeline.scoring.ModelScorer``: one sequence per paragraph,
+exactly as the pipeline's scorer does (``pipeline.score.scoring.ModelScorer``: one sequence per paragraph,
 pooled), and appends {"id", "sha", "n", features..., "paragraphs": [{"n", features...}, ...]} to
 bench/results/score_features.jsonl: the passage's pooled features, and each paragraph's own (what
 ``pipeline score`` shows per paragraph, measured by bench_score.py by paragraph length). Resumable:
@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pipeline import scoring  # noqa: E402
+from pipeline.score import scoring  # noqa: E402
 
 CORPUS = HERE / "corpus" / "score"
 OUT = HERE / "results" / "score_features.jsonl"
@@ -79,7 +79,7 @@ def main() -> None:
     todo = [r for r in rows if (r["id"], digest(r["text"])) not in done]
     if args.limit:
         todo = todo[:args.limit]
-    from pipeline.local import assets, logprobs
+    from pipeline.model.local import assets, logprobs
 
     model = logprobs.scoring_model(assets.model_path(Path(args.data_dir), assets.SCORER), assets.SCORER.sha256)
     started = time.monotonic()

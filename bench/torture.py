@@ -153,7 +153,7 @@ class RealWordPressTarget(Target):
         return path
 
     def posts(self, directory: Path) -> list[tuple[str | None, str]]:
-        from pipeline.publishers.wordpress import read_markers
+        from pipeline.publishing.publishers.wordpress import read_markers
 
         return [(read_markers(p["content"]).get("idempotency-key"), p["link"])
                 for p in self.site.posts() if p["status"] != "trash"]
@@ -181,12 +181,12 @@ def serve() -> None:
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from pipeline import config as config_mod
-    from pipeline import shutdown
-    from pipeline.http import tls as _tls
-    from pipeline.llm import _load_litellm
-    from pipeline.events import RunObserver
-    from pipeline.registry import toolbox
-    from pipeline.runner import run_once
+    from pipeline.runtime import shutdown
+    from pipeline.runtime.http import tls as _tls
+    from pipeline.model.llm import _load_litellm
+    from pipeline.run.events import RunObserver
+    from pipeline.tools.catalog import toolbox
+    from pipeline.run.runner import run_once
 
     _load_litellm()
     toolbox()

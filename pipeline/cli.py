@@ -1,8 +1,8 @@
 """The command line: ``pipeline run``, ``pipeline ledger …``, ``pipeline claims check``, ``pipeline stats``.
 
-Start-up stays fast: nothing here imports litellm; ``pipeline.llm`` does, on
+Start-up stays fast: nothing here imports litellm; ``pipeline.model.llm`` does, on
 the first model call. The read commands (``ledger``, ``claims check``,
-``stats``) read through ``pipeline.reader`` (sqlite3, no SQLAlchemy) and
+``stats``) read through ``pipeline.ledger.reader`` (sqlite3, no SQLAlchemy) and
 import Rich only when they print a table. Every command turns a
 PipelineError into one line on stderr and its documented exit code.
 """
@@ -26,15 +26,16 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from .config import Config
-    from .ledger import Ledger
-    from .reader import LedgerReader
-    from .runner import RunOutcome
+    from .ledger.writer import Ledger
+    from .ledger.reader import LedgerReader
+    from .run.runner import RunOutcome
 
-from .errors import ConfigError, PipelineError
-from .events import Nudge, RunObserver
-from .redact import scrub, shown
-from .untrusted import for_rich
-from .untrusted import visible as for_display
+from .errors import ConfigError, PipelineError, exit_codes
+from .run.events import Nudge, RunObserver
+from .text.redact import scrub, shown
+from .text.untrusted import for_rich
+from .text.untrusted import visible as for_display
+from .states import ReviewStatus
 
 
 def safe(text: object) -> str:
@@ -201,7 +202,7 @@ def _setup_logging(verbose: bool, *, daemon: bool = False) -> None:
     """Log lines on stderr. On a terminal, Rich; otherwise (cron mail, a log file, journald) one plain line each
     with its time and level, so a log read later says when. The daemon reports its start and each run's
     outcome at INFO without -v; -v adds every library's INFO."""
-    from .redact import install_log_filter
+    from .text.redact import install_log_filter
 
     handler: logging.Handler
     if err.is_terminal:
@@ -235,7 +236,7 @@ def _project_config(cfg_path: Path | None) -> config_mod.Config:
 
 
 def _ledger(cfg_path: Path | None) -> tuple[Config, Ledger]:
-    from .ledger import Ledger
+    from .ledger.writer import Ledger
 
     cfg = _project_config(cfg_path)
     return cfg, Ledger.of(cfg)
@@ -243,7 +244,7 @@ def _ledger(cfg_path: Path | None) -> tuple[Config, Ledger]:
 
 def _reader(cfg_path: Path | None) -> tuple[Config, LedgerReader]:
     """Read-only: never creates or migrates a ledger (a missing one is a LedgerError, exit 2)."""
-    from .reader import LedgerReader
+    from .ledger.reader import LedgerReader
 
     cfg = _project_config(cfg_path)
     return cfg, LedgerReader(cfg.ledger_url)
@@ -251,7 +252,7 @@ def _reader(cfg_path: Path | None) -> tuple[Config, LedgerReader]:
 
 def _reader_if_any(cfg_path: Path | None) -> Any:
     """Like ``_reader``, but a SQLite ledger not created yet is None (nothing has run, so nothing to list)."""
-    from .reader import LedgerReader, sqlite_path
+    from .ledger.reader import LedgerReader, sqlite_path
 
     cfg = _project_config(cfg_path)
     path = sqlite_path(cfg.ledger_url)
@@ -351,7 +352,7 @@ class _Progress(RunObserver):
 
 
 def _print_summary(ledger: LedgerReader, outcome: RunOutcome) -> None:
-    from .reports import run_summary
+    from .views.reports import run_summary
 
     s = run_summary(ledger, outcome.run_id)
     colour = "green" if outcome.exit_code == 0 else "red"
@@ -373,16 +374,16 @@ def run(config: ConfigOpt = None,
                                               "to the preview directory (publish.preview_dir).")] = False) -> None:
     """Run the pipeline once now (for cron).
 
-    Exit: 0 done, 1 internal, 2 config, 3 hallucination, 4 incomplete, 5 provider down, 6 platform down,
-    7 environment (disk full), 8 awaiting review, 9 submitted (not yet published), 75 locked, 124 deadline,
-    130 interrupted.
+    Exit: {exit_codes}
     """
-    from . import redact, shutdown, validate
+    from .text import redact
+    from .runtime import shutdown
+    from .run import validate
     from .errors import ChannelLocked
-    from .locks import channel_lock
+    from .ledger.locks import channel_lock
 
     def force() -> None:  # second signal: the run's row says interrupted, not running
-        runner = sys.modules.get("pipeline.runner")
+        runner = sys.modules.get("pipeline.run.runner")
         if runner is not None:
             runner.force_finish()
 
@@ -395,10 +396,11 @@ def run(config: ConfigOpt = None,
         try:
             # The lock is taken before the heavy imports: an overlapping cron run gives up in well under a second.
             with channel_lock(cfg, cfg.channel.name), _one_block():
-                from .reader import LedgerReader
-                from .runner import run_once
+                from .ledger.reader import LedgerReader
+                from .run.runner import run_once
 
-                outcome = run_once(cfg, observer=_Progress(), lock_held=True, dry_run=dry_run)  # pre-flight next: no ledger on a config error
+                # pre-flight next (the up-front checks ran above: once per run): no ledger on a config error
+                outcome = run_once(cfg, observer=_Progress(), lock_held=True, dry_run=dry_run, validated=True)
                 summary_reader = LedgerReader(cfg.ledger_url)  # what the run recorded, read-only
                 try:
                     _print_summary(summary_reader, outcome)
@@ -412,17 +414,20 @@ def run(config: ConfigOpt = None,
     raise typer.Exit(outcome.exit_code)
 
 
+run.__doc__ = (run.__doc__ or "").format(exit_codes=exit_codes())  # the exit codes, as errors.ExitCode declares them
+
+
 @app.command()
 def daemon(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
     """Run every channel on its cron schedule until SIGTERM/SIGINT (then exit 0)."""
-    from . import daemon as daemon_mod
+    from .ops import daemon as daemon_mod
     from .errors import ChannelLocked
 
     _setup_logging(verbose, daemon=True)
     path = str(config_mod.resolve_path(config))
     with _clean_errors():
         cfg = config_mod.require(config)
-        from . import validate
+        from .run import validate
 
         for name in cfg.channel_names():  # every channel's backlog, model, directories: now, not at its first tick
             validate.upfront(cfg.for_channel(name))
@@ -445,7 +450,7 @@ def worker(config: ConfigOpt = None,
                                                                 "(default: [engine] concurrency).")] = None,
            verbose: VerboseOpt = False) -> None:
     """A Celery worker that runs the ticks `pipeline daemon` queues ([engine] kind = "celery")."""
-    from .celery_engine import worker_main
+    from .ops.celery_engine import worker_main
 
     _setup_logging(verbose, daemon=True)
     with _clean_errors():
@@ -466,7 +471,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     Exit 0 healthy, 1 a channel failed or is overdue, 2 config or ledger unreadable, 3 the declared
     scheduler is down ([daemon] scheduler = "daemon" and no live daemon). See README, Health.
     """
-    from .status import HEALTH_EXIT, SchedulerState, channel_status, daemon_state
+    from .views.status import HEALTH_EXIT, SchedulerState, channel_status, daemon_state
 
     with _clean_errors():
         cfg = _project_config(config)
@@ -474,7 +479,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
         rows = channel_status(cfg, scheduler=sched)
         engine = None
         if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres"):
-            from .topology import engine_status
+            from .ops.topology import engine_status
 
             engine = engine_status(cfg)
         # With a PostgreSQL ledger the daemon that matters may run on any host: the scheduler's lead says.
@@ -484,7 +489,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
         data = {"channels": channels, "engine": engine.as_dict()} if engine is not None else channels
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     else:
-        from .untrusted import for_rich
+        from .text.untrusted import for_rich
 
         if engine is not None:
             parts = [f"engine {engine.engine}"]
@@ -520,7 +525,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
                           f"{rec.run_id} registered as {rec.registration_no} by run {rec.reconciled_by}: "
                           f"{rec.url}", markup=False, highlight=False)
             for rev in r.awaiting_review:
-                state = "approved, not finished" if rev.status == "approved" else "awaiting review"
+                state = "approved, not finished" if rev.status == ReviewStatus.APPROVED else "awaiting review"
                 out.print(f"{r.channel}: run {rev.run_id} {state} since {rev.requested_at[:16]}: "
                           f"{for_display(rev.title)} (pipeline review show {rev.run_id})",
                           markup=False, highlight=False)
@@ -552,13 +557,13 @@ def report(config: ConfigOpt = None,
         raise typer.Exit(2) from None
     with _clean_errors():
         cfg = _project_config(config)
-        from .reader import sqlite_path
+        from .ledger.reader import sqlite_path
 
         path = sqlite_path(cfg.ledger_url)
         if path is not None and not path.exists():
             raise ConfigError(f"no ledger at {path}: nothing has run with this config yet")
-        from .reader import LedgerReader
-        from .reports import daily_summary, deliver, render_daily
+        from .ledger.reader import LedgerReader
+        from .views.reports import daily_summary, deliver, render_daily
 
         reader = LedgerReader(cfg.ledger_url)
         tz = cfg.registration.timezone
@@ -586,7 +591,7 @@ def stats(config: ConfigOpt = None,
     """Per-model reliability: runs and outcomes, prose-only turns, nudges, hallucinations, text tool calls,
     stuck runs, turns after the work was done (worst run), p50/p95 turn latency, capabilities' own model calls, tokens and
     model time (every call). Which model to stop using."""
-    from .stats import model_stats, parse_since, score_stats
+    from .views.stats import model_stats, parse_since, score_stats
 
     try:
         start = parse_since(since) if since else None
@@ -641,7 +646,7 @@ def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="FILE",
     The scoring model loads once for all inputs. Exit 0 when every input reaches its pass mark, 1 when
     one is below it or too short to score, 2 on bad input or a missing scoring model.
     """
-    from . import scoring
+    from .score import scoring
 
     if language not in (None, "en", "zh"):
         err.print(f"error: --language {language!r}: expected en or zh", markup=False)
@@ -700,21 +705,21 @@ def doctor(config: ConfigOpt = None,
     """What the configured model supports (JSON schemas, native tools, usage), where each answer comes from
     (config, litellm's model map, a probe: two tiny requests, stored in the ledger), and how the guard will
     treat the model. Exit 0; 2 when the model cannot be reached or refuses the key (one line)."""
-    from .llm import ChatModel, is_local
+    from .model.llm import ChatModel, is_local
 
     with _clean_errors():
         cfg = config_mod.load(config).for_channel(channel)
         llm = ChatModel(cfg.llm, data_dir=cfg.state_dir)
         llm._api_key()  # the variable api_key_env names is set: exit 2 and one line otherwise
         if is_local(cfg.llm.model):
-            from .local.provider import prepare
-            from .probe import known
+            from .model.local.provider import prepare
+            from .model.probe import known
 
             prepare(cfg.state_dir)  # runtime installed, weights assembled: nothing to reach over a network
             answer = known(llm)
         else:
-            from .ledger import Ledger
-            from .probe import support
+            from .ledger.writer import Ledger
+            from .model.probe import support
 
             answer = support(llm, Ledger.of(cfg), refresh=True)
             if answer.probe_error:
@@ -737,7 +742,7 @@ def doctor(config: ConfigOpt = None,
 
 def _guard_treatment(cfg: config_mod.Config, answer: Any) -> list[str]:
     """How the agent loop and the guard will treat a model with these capabilities, in a few lines."""
-    from .llm import is_local
+    from .model.llm import is_local
 
     agent, lines = cfg.agent, []
     if is_local(cfg.llm.model):
@@ -770,7 +775,7 @@ def serve(config: ConfigOpt = None,
     from http.server import ThreadingHTTPServer
     from urllib.parse import urlsplit
 
-    from .publishers.local import site_handler
+    from .publishing.publishers.local import site_handler
 
     with _clean_errors():
         cfg = config_mod.require(config)
@@ -804,7 +809,7 @@ _MARKS = {"verified": "[green]✓ verified[/]", "unbacked": "[red]✗ unbacked[/
 
 def _print_claims(claims: list[dict[str, Any]]) -> None:
     """One line per claim, the same in ``ledger diff`` and ``claims check``; model text shown exactly, never as markup."""
-    from .untrusted import for_rich
+    from .text.untrusted import for_rich
 
     for c in claims:
         value = f" {for_rich(c['value'])}" if c.get("value") else ""
@@ -822,7 +827,7 @@ def ledger_diff(config: ConfigOpt = None,
                 run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="Run id (default: the latest run).")] = None,
                 as_json: JsonOpt = False) -> None:
     """Claims the model made beside the facts the ledger holds. Exit 0 clean, 1 hallucinations, 2 trouble."""
-    from .diff import run_diff
+    from .views.diff import run_diff
 
     with _clean_errors(code_on_error=2):
         _, reader = _reader(config)
@@ -833,7 +838,7 @@ def ledger_diff(config: ConfigOpt = None,
     if as_json:
         sys.stdout.write(json.dumps(data.as_dict(), ensure_ascii=False, indent=2, default=str) + "\n")
     else:
-        from .untrusted import for_rich
+        from .text.untrusted import for_rich
 
         out.print(f"[bold]run[/] {data.run_id}  status [bold]{data.status}[/] (exit {data.exit_code}), nudges {data.nudges}"
                   + (f", reason {data.reason}" if data.reason else ""), highlight=False)
@@ -906,7 +911,7 @@ def _show_data(reader: LedgerReader, run: Any) -> dict[str, Any]:
     def plain(row: Any) -> dict[str, Any]:
         return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in vars(row).items()}
 
-    from .scoring import weakest_stored
+    from .score.scoring import weakest_stored
 
     # getattr: a ledger from before revision 0018 (read as it is) has no scorer columns
     articles = [{"id": a.id, "kind": a.kind, "title": a.title, "score": a.score, "scorer": getattr(a, "scorer", None),
@@ -924,7 +929,7 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", 
                 full: Annotated[bool, typer.Option("--full", help="Print every message in full (prompts included).")] = False,
                 as_json: JsonOpt = False) -> None:
     """The turn-by-turn record of one run: messages, tool executions with their results, guard decisions, totals."""
-    from .untrusted import for_rich
+    from .text.untrusted import for_rich
 
     with _clean_errors(code_on_error=2):
         _, reader = _reader(config)
@@ -992,7 +997,7 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", 
 
 
 def _print_side_call(c: dict[str, Any]) -> None:
-    from .untrusted import for_rich
+    from .text.untrusted import for_rich
 
     what = f"[red]failed: {for_rich(c['error'])}[/]" if c["error"] else for_rich(c["finish_reason"] or "")
     out.print(f"     [dim]↳ model call {for_rich(c['served_model'] or c['requested_model'])} "
@@ -1010,8 +1015,8 @@ def ledger_migrate(config: ConfigOpt = None,
                    downgrade: Annotated[bool, typer.Option("--downgrade",
                                                        help="Allow --to an older revision (drops what later ones added).")] = False) -> None:
     """Migrate the ledger's schema explicitly (every open also migrates to head)."""
-    from . import migrations
-    from .ledger import Ledger
+    from .ledger import migrations
+    from .ledger.writer import Ledger
 
     with _clean_errors():
         cfg = config_mod.require(config)
@@ -1035,15 +1040,15 @@ def ledger_check(config: ConfigOpt = None,
                                                                        "of the config's ledger; it is not changed.")] = None,
                  as_json: JsonOpt = False) -> None:
     """Schema revision and integrity of the ledger, read-only. Exit 0 sound, 1 problems or not current, 2 cannot open."""
-    from .ledger_check import check
+    from .ledger.check import check
 
     with _clean_errors():
         if ledger_file is not None:
-            from .backup import readonly_engine
+            from .ledger.backup import readonly_engine
 
             engine = readonly_engine(ledger_file)
         else:
-            from .ledger import Ledger
+            from .ledger.writer import Ledger
 
             engine = Ledger.of(_project_config(config), migrate=False).engine
         try:
@@ -1075,7 +1080,7 @@ def ledger_backup(dest: Annotated[Path, typer.Argument(metavar="DEST", help="The
     The copy is one self-contained file, integrity-checked; verify it with `pipeline ledger check --ledger DEST`.
     A PostgreSQL ledger: use pg_dump (refused here). Exit 0 written, 2 refused or failed.
     """
-    from .backup import backup
+    from .ledger.backup import backup
 
     with _clean_errors(code_on_error=2):
         cfg = _project_config(config)
@@ -1099,8 +1104,8 @@ def claims_check(text: Annotated[str, typer.Argument(metavar="TEXT", help="Text 
     Exit 0 when every claim is verified (or there are none), 1 when a claim is unbacked, mismatched or
     not judged (no --facts or --run: nothing is a fact), 2 on bad input.
     """
-    from .claims import facts_from_mapping
-    from .registry import claim_rules, fact_keys
+    from .tools.claims import facts_from_mapping
+    from .tools.catalog import claim_rules, fact_keys
 
     if text == "-":
         text = sys.stdin.read()
@@ -1160,7 +1165,7 @@ def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
                 show_all: Annotated[bool, typer.Option("--all", help="Decided reviews too.")] = False,
                 as_json: JsonOpt = False) -> None:
     """Articles waiting for a decision (and approved ones not finished yet), oldest first."""
-    from .status import reviews
+    from .views.status import reviews
 
     with _clean_errors():
         reader = _reader_if_any(config)
@@ -1179,7 +1184,7 @@ def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
 def review_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="Run id.")], config: ConfigOpt = None,
                 as_json: JsonOpt = False) -> None:
     """One held article: title, score, preview, decision, and its text."""
-    from .status import review_of
+    from .views.status import review_of
 
     with _clean_errors():
         reader = _reader_if_any(config)
@@ -1203,7 +1208,7 @@ def review_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="Ru
 
 def _review_cfg(config: Path | None, ledger_cfg: tuple[Config, Ledger], run_id: str) -> tuple[Config, Ledger]:
     """The config of the run's channel: publish must go where that channel publishes."""
-    from .models import Run
+    from .ledger.models import Run
 
     cfg, ledger = ledger_cfg
     with ledger.read() as s:
@@ -1219,7 +1224,7 @@ def review_approve(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help=
                                                               help="Approver (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
     """Approve a held article: publish, register and report it now, exactly once. Exit 75 while its channel runs."""
     from .errors import ChannelLocked
-    from .review import approve, reviewer
+    from .publishing.review import approve, reviewer
 
     with _clean_errors():
         name = reviewer(by)
@@ -1241,7 +1246,7 @@ def review_reject(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="
                   by: Annotated[str | None, typer.Option("--by", metavar="NAME",
                                                              help="Reviewer (default $PIPELINE_REVIEWER, $USER).")] = None) -> None:
     """Reject a held article: nothing is published; the run is recorded rejected."""
-    from .review import reject, reviewer
+    from .publishing.review import reject, reviewer
 
     with _clean_errors():
         name = reviewer(by)

@@ -34,6 +34,17 @@ from pydantic import (
 from .errors import ConfigError
 
 
+def capability_names() -> list[str]:
+    """The capabilities' names, from the module names of ``pipeline/capabilities`` without importing them.
+
+    A capability lives in a module of its own name (the catalog, ``pipeline.tools.catalog``, refuses any
+    other), so the config can check the names it is given without reaching up to the layers that run them.
+    """
+    import pkgutil
+
+    return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent / "capabilities")]))
+
+
 def _zone(value: str) -> str:
     """A known IANA time zone, checked when the file is read, not at ``register`` after publishing."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -62,7 +73,7 @@ class LLMConfig(_Section):
     # Total time one model call may take, retries and backoff included (timeout_s bounds each read
     # only: a server trickling a byte at a time never trips it). 0 = no limit.
     call_deadline_s: float = Field(300.0, ge=0)
-    # Does the provider honour response_format json_schema? Unset: litellm's model map, else a probe (pipeline.probe).
+    # Does the provider honour response_format json_schema? Unset: litellm's model map, else a probe (pipeline.model.probe).
     json_schema: bool | None = None
     # Ask for streamed replies (server-sent events), assembled before use; for servers and proxies that
     # answer best streamed. timeout_s then bounds each gap between chunks.
@@ -98,11 +109,10 @@ class AgentConfig(_Section):
     @field_validator("done_when")
     @classmethod
     def _known_capabilities(cls, value: list[str]) -> list[str]:
-        from . import registry
-
-        unknown = sorted(set(value) - set(registry.names()))
+        known = capability_names()
+        unknown = sorted(set(value) - set(known))
         if unknown:
-            raise ValueError(f"unknown capabilities {unknown}; known: {registry.names()}")
+            raise ValueError(f"unknown capabilities {unknown}; known: {known}")
         return value
 
 
@@ -144,7 +154,7 @@ class DraftConfig(_Section):
 
 
 class HumanizeConfig(_Section):
-    # None: the calibrated pass mark of the article's language (pipeline/calibration/score.json, rule in the README).
+    # None: the calibrated pass mark of the article's language (pipeline/score/calibration/score.json, rule in the README).
     threshold: float | None = Field(None, ge=0, le=100)
     # A scoring GGUF elsewhere than [daemon] state_dir/models; it must be the one the score is calibrated on.
     scoring_model: str | None = None
@@ -160,7 +170,7 @@ class HumanizeConfig(_Section):
         """The score an article in ``language`` needs: the configured threshold, else the calibrated one."""
         if self.threshold is not None:
             return self.threshold
-        from .scoring import current
+        from .score.scoring import current
 
         return current().threshold(language)
 
@@ -225,7 +235,7 @@ class WeChatPublishConfig(_Section):
 
 
 class DisclosureConfig(_Section):
-    """What a published article says about being machine-written (``pipeline.disclosure``)."""
+    """What a published article says about being machine-written (``pipeline.text.disclosure``)."""
 
     enabled: bool = True
     en: str = Field("This article was written by an AI language model.", min_length=1)
@@ -487,9 +497,7 @@ class Config(_Section):
     @field_validator("claims")
     @classmethod
     def _claims_name_capabilities(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        from . import registry
-
-        unknown = sorted(set(value) - set(registry.names()))
+        unknown = sorted(set(value) - set(capability_names()))
         if unknown:
             raise ValueError(f"unknown capabilities {unknown}")
         return value

@@ -32,7 +32,7 @@ Errors split by *who must fix them*:
      │                                budget ended: the next run resumes polling     → exit 9
      └── CapabilityError              the model must fix: sent back as the tool result;
           ├── ToolArgumentsError      unknown tool, malformed JSON, schema violation
-          └── PublishOutcomeUnknown   (pipeline.publishers) the platform may hold the post:
+          └── PublishOutcomeUnknown   (pipeline.publishing.publishers) the platform may hold the post:
                                       the row stays pending until ``find`` can tell
 
 A ``CapabilityError`` never ends a run: the dispatcher records it as a failed
@@ -63,6 +63,26 @@ class ExitCode(IntEnum):
     DEADLINE = 124  # as timeout(1): a step or the whole run ran past its deadline
     LOCKED = 75  # EX_TEMPFAIL: try again later
     INTERRUPTED = 130
+
+    @property
+    def meaning(self) -> str:
+        """The code in words, as ``pipeline run --help`` lists it."""
+        return _MEANING[self]
+
+
+_MEANING = {
+    ExitCode.DONE: "done", ExitCode.INTERNAL: "internal", ExitCode.USAGE: "config",
+    ExitCode.HALLUCINATION: "hallucination", ExitCode.INCOMPLETE: "incomplete",
+    ExitCode.PROVIDER_UNAVAILABLE: "provider down", ExitCode.PLATFORM_UNAVAILABLE: "platform down",
+    ExitCode.ENVIRONMENT: "environment (disk full)", ExitCode.AWAITING_REVIEW: "awaiting review",
+    ExitCode.SUBMITTED: "submitted (not yet published)", ExitCode.LOCKED: "locked", ExitCode.DEADLINE: "deadline",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+def exit_codes() -> str:
+    """Every exit code with its meaning, in numeric order: the one list the CLI's help is made from."""
+    return ", ".join(f"{int(code)} {code.meaning}" for code in sorted(ExitCode)) + "."
 
 
 class PipelineError(Exception):

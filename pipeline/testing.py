@@ -1,6 +1,6 @@
 """An in-process scripted chat model for tests: no litellm, no socket.
 
-``ScriptedModel`` stands in for ``pipeline.llm.ChatModel`` wherever one is passed
+``ScriptedModel`` stands in for ``pipeline.model.llm.ChatModel`` wherever one is passed
 (``run_once(cfg, llm=...)``, ``RunContext``): it has the same ``cfg`` and
 ``complete(...)`` and returns the same ``Reply``. Each call takes the next
 queued reply; when the queue is empty it asks its ``responder``, if it has one,
@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import calls
+from .model import calls
 from .config import LLMConfig
 from .errors import ProviderUnavailableError
-from .llm import Reply
-from .tools import ToolCall
+from .model.llm import Reply
+from .tools.toolbox import ToolCall
 
 # What a queued reply or a responder's answer may be; see the module docstring.
 ReplyLike = str | ToolCall | list | Reply | dict | BaseException

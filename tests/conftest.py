@@ -135,7 +135,7 @@ def http_harness(tmp_path, fake_llm, monkeypatch, ledger_backend):
 def _migrated_schema(tmp_path_factory) -> tuple[list[str], str]:
     from sqlalchemy import create_engine
 
-    from pipeline import migrations
+    from pipeline.ledger import migrations
 
     engine = create_engine(f"sqlite:///{tmp_path_factory.mktemp('template')}/ledger.db")
     migrations.migrate(engine)
@@ -152,7 +152,7 @@ def _fresh_ledgers_from_the_migrated_schema(request, monkeypatch):
     if request.node.module.__name__ == "test_migrations":
         yield
         return
-    from pipeline import migrations
+    from pipeline.ledger import migrations
 
     statements, revision = request.getfixturevalue("_migrated_schema")
     alembic_migrate = migrations.migrate

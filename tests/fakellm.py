@@ -13,7 +13,7 @@ wrong one gets its 401 body; error bodies carry ``code``, ``message`` and ``type
 ``usage`` includes ``prompt_tokens_details.cached_tokens``; ``stream: true`` is answered
 as server-sent events (a role chunk, content or tool-call deltas, a finish chunk, a
 usage chunk when ``stream_options.include_usage``, then ``[DONE]``); a capability
-probe (``pipeline.probe``) is honoured only by scenarios that follow JSON schemas.
+probe (``pipeline.model.probe``) is honoured only by scenarios that follow JSON schemas.
 """
 
 from __future__ import annotations

@@ -57,10 +57,10 @@ def _die() -> None:
 def _step(name: str) -> None:
     """``before_topic``: the topic capability is about to run; ``after_X``: X's execution committed ok;
     ``after_verified``: the publication row committed ``verified`` (before publish's execution closes)."""
-    from pipeline.ledger import Ledger
+    from pipeline.ledger.writer import Ledger
 
     if name == "after_verified":
-        publishing = importlib.import_module("pipeline.publishing")
+        publishing = importlib.import_module("pipeline.publishing.publish")
         _after(publishing, "_settle", lambda row: row.status == "verified")
     elif name == "before_topic":
         opened = Ledger.open_execution
@@ -117,20 +117,20 @@ def arm(name: str | None = None) -> None:
     if name in STEPS:
         _step(name)
     elif name == "crash_after_platform_call":
-        publish = importlib.import_module("pipeline.publishing")
+        publish = importlib.import_module("pipeline.publishing.publish")
 
         _after(publish, "_call_platform")
         _after(publish, "_find_earlier", lambda found: found is not None)
     elif name == "crash_after_approval":
-        review = importlib.import_module("pipeline.review")
+        review = importlib.import_module("pipeline.publishing.review")
 
         _before(review, "_complete")
     elif name == "crash_after_reconcile_commit":
-        reconcile = importlib.import_module("pipeline.reconcile")
+        reconcile = importlib.import_module("pipeline.publishing.settle")
 
-        _after(reconcile, "_register", lambda made: made is not None)
+        _after(reconcile, "_number_publication", lambda made: made is not None)
     elif name.startswith("wechat_after_"):
-        from pipeline.publishers.wechat import STATUS, WeChatPublisher
+        from pipeline.publishing.publishers.wechat import STATUS, WeChatPublisher
 
         call = {"wechat_after_cover": "upload_cover", "wechat_after_draft": "add_draft",
                 "wechat_after_submit": "submit"}.get(name)

@@ -4,7 +4,7 @@
 
 Prints the listening address (``http://127.0.0.1:PORT``) on one line once the model is
 loaded, then serves until stdin closes or the process is killed. The parameters are the
-embedded provider's (``pipeline.local.provider.server_params``): the same runtime, the same
+embedded provider's (``pipeline.model.local.provider.server_params``): the same runtime, the same
 weights, reached over HTTP as any ``openai/…`` server would be. A process of its own so
 that a test can stop it mid-run, as an operator's server stops.
 """
@@ -20,8 +20,8 @@ def main() -> None:
     max_tokens = int(sys.argv[3]) if len(sys.argv) > 3 else -1
     import xllamacpp
 
-    from pipeline.local.assets import model_path
-    from pipeline.local.provider import server_params
+    from pipeline.model.local.assets import model_path
+    from pipeline.model.local.provider import server_params
 
     server = xllamacpp.Server(server_params(model_path(data_dir), api_key=api_key, max_tokens=max_tokens))
     print(server.listening_address, flush=True)

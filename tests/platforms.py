@@ -495,7 +495,7 @@ class Ghost(Platform):
 
 
 class Webhook(Platform):
-    """The receiver described in pipeline/publishers/webhook.py."""
+    """The receiver described in pipeline/publishing/publishers/webhook.py."""
 
     api_prefix = "/hook"
 
@@ -617,9 +617,9 @@ secret_env = "{SECRET_ENV['webhook']}"
 def new_context(config_path, run_id: str | None = None):
     """A RunContext on the config's ledger: a new run, or an existing ``run_id``."""
     from pipeline import config
-    from pipeline.ledger import Ledger
-    from pipeline.prompts import Prompts
-    from pipeline.tools import RunContext
+    from pipeline.ledger.writer import Ledger
+    from pipeline.tools.prompts import Prompts
+    from pipeline.tools.toolbox import RunContext
 
     cfg = config.load(config_path, environ={})
     ledger = Ledger(cfg.ledger_url)
@@ -630,9 +630,9 @@ def add_article(ctx, suffix: str = ""):
     """A humanized article that passes the threshold, as humanize would have stored it."""
     from fakellm import HUMANIZED
 
-    from pipeline.content import content_hash
-    from pipeline.models import Article
-    from pipeline.scoring import score
+    from pipeline.text.content import content_hash
+    from pipeline.ledger.models import Article
+    from pipeline.score.scoring import score
 
     text = HUMANIZED + suffix
     title, body = text.split("\n", 1)[0].lstrip("# "), text.split("\n", 1)[1].strip()

@@ -211,7 +211,7 @@ def respond(scenario: str, messages: list[dict[str, Any]], tools: list[dict[str,
             response_format: dict[str, Any] | None, n: int) -> dict[str, Any]:
     """The scenario's answer to one request, as an OpenAI-style assistant message (``content``, ``tool_calls``)."""
     fmt = (response_format or {}).get("json_schema", {})
-    if fmt.get("name") == "capability_probe":  # pipeline.probe: the schema alone names the token to return
+    if fmt.get("name") == "capability_probe":  # pipeline.model.probe: the schema alone names the token to return
         if scenario in FOLLOWS_SCHEMAS:
             return {"content": json.dumps({"probe": fmt["schema"]["properties"]["probe"]["enum"][0]})}
         return {"content": "Sure! Here is a JSON object: {\"ok\": true}"}

@@ -17,8 +17,8 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from collections.abc import Iterator
 
-from pipeline.content import content_hash
-from pipeline.publishers.local import LocalSitePublisher, site_handler
+from pipeline.text.content import content_hash
+from pipeline.publishing.publishers.local import LocalSitePublisher, site_handler
 
 HOSTILE_TITLE = 'Escaping <script>alert("x")</script> & "quotes" in titles'
 

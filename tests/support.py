@@ -20,8 +20,8 @@ from fakellm import FakeLLM
 from scenarios import scripted
 
 from pipeline import config as config_mod
-from pipeline.ledger import Ledger
-from pipeline.runner import RunOutcome, run_once
+from pipeline.ledger.writer import Ledger
+from pipeline.run.runner import RunOutcome, run_once
 from pipeline.testing import Request, ScriptedModel
 
 TESTS = Path(__file__).resolve().parent

@@ -14,13 +14,13 @@ from scenarios import scripted
 from support import rewrite_calls
 from sqlmodel import select
 
-from pipeline.agent import AgentLoop
+from pipeline.run.agent import AgentLoop
 from pipeline.errors import AgentHallucinationError, AgentIncompleteError
-from pipeline.guard import Guard
-from pipeline.models import Article, Execution, Publication, Registration
-from pipeline.prompts import Prompts
-from pipeline.registry import capabilities, claim_rules
-from pipeline.tools import RunContext, Toolbox
+from pipeline.run.guard import Guard
+from pipeline.ledger.models import Article, Execution, Publication, Registration
+from pipeline.tools.prompts import Prompts
+from pipeline.tools.catalog import capabilities, claim_rules
+from pipeline.tools.toolbox import RunContext, Toolbox
 
 # The guard and publishing read and write the ledger: run them on both backends.
 LEDGER_BACKENDS = ("sqlite", "postgresql")
@@ -72,7 +72,7 @@ def test_4_claims_already_executed_do_not_trigger(harness):
 
 def test_5_exceeding_the_nudge_bound_raises(harness):
     cfg = harness.config("prose")
-    from pipeline.ledger import Ledger
+    from pipeline.ledger.writer import Ledger
 
     ledger = Ledger(cfg.ledger_url)
     run = ledger.start_run(cfg.llm.model)
@@ -249,7 +249,7 @@ def test_model_turns_are_recorded_with_served_model_tokens_and_latency(http_harn
 
 def test_api_key_never_reaches_the_ledger(http_harness):
     outcome, ledger = http_harness.run("honest")
-    from pipeline.migrations import LEDGER_TABLES
+    from pipeline.ledger.migrations import LEDGER_TABLES
 
     with ledger.engine.connect() as conn:  # every row of every table, on either backend
         dump = "\n".join(repr(row) for t in LEDGER_TABLES for row in conn.exec_driver_sql(f"SELECT * FROM {t}"))
@@ -290,7 +290,7 @@ def _assistant_turns_after_first_failure(ledger, run_id, tool):
 
 
 def test_same_failing_call_ends_the_run_as_stuck_within_three_turns(harness):
-    from pipeline.diff import run_diff
+    from pipeline.views.diff import run_diff
 
     outcome, ledger = harness.run("stuck")
     assert (outcome.status, outcome.exit_code) == ("incomplete", 4)
@@ -345,7 +345,7 @@ def test_below_the_threshold_the_run_ends_incomplete_and_the_article_waits_for_a
     # The agent was not asked to retry: the run ended at humanize.
     assert [e.capability for e in ledger.executions(outcome.run_id)] == ["topic", "draft", "humanize"]
     # The editor's yes publishes the held article once: the run is done, with the facts done_when names.
-    from pipeline import review
+    from pipeline.publishing import review
 
     cfg = harness.config("honest", PIPELINE_HUMANIZE__THRESHOLD="99")
     review.approve(cfg, ledger, outcome.run_id, "editor")

@@ -9,35 +9,24 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from pipeline import registry
-from pipeline.claims import Lexicon
-from pipeline.guard import Guard, NextStep
-from pipeline.prompts import Prompts
+from pipeline.tools import catalog as registry
+from pipeline.tools.claims import Lexicon
+from pipeline.run.guard import Guard, NextStep
+from pipeline.tools.prompts import Prompts
 
 
 def _modules() -> dict[str, Path]:
     mods = {}
-    for root in ("pipeline", "capabilities"):
+    for root in ("pipeline",):
         for path in (REPO / root).rglob("*.py"):
             name = ".".join(path.relative_to(REPO).with_suffix("").parts)
             mods[name.removesuffix(".__init__")] = path
     return mods
 
 
-def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import that can run, at module level or inside a function; not those under TYPE_CHECKING."""
-    found: list[ast.Import | ast.ImportFrom] = []
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            return
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.append(node)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    return found
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import: at module level, inside a function, and under TYPE_CHECKING alike."""
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
 def _graph() -> dict[str, set[str]]:
@@ -45,16 +34,21 @@ def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
                     parts = package.split(".")
                     base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+                # `from package import module` depends on the module (and not on the package's __init__)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
             else:
                 targets = [a.name for a in node.names]
-            graph[name] |= {t for t in targets if t in mods and t != name and not t.startswith(name + ".")}
+            for t in targets:
+                while t and t not in mods:  # `from pipeline.x.y import Name`: the module pipeline.x.y
+                    t = t.rpartition(".")[0]
+                if t and t != name:
+                    graph[name].add(t)
     return graph
 
 
@@ -96,16 +90,92 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_even_through_lazy_imports():
     graph = _graph()
-    assert "pipeline.messages" in graph["pipeline.llm"] and "pipeline.registry" in graph["pipeline.runner"]  # lazy too
+    assert "pipeline.model.messages" in graph["pipeline.model.llm"] and "pipeline.tools.catalog" in graph["pipeline.run.runner"]  # lazy too
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check can fail
     assert _cycles(graph) == []
+
+
+# Which part may import which: a module imports only from its own layer or the layers before it.
+# Bottom to top; each line of the README's "Where things live" is one of these.
+LAYERS: list[tuple[str, ...]] = [
+    ("pipeline", "pipeline.states", "pipeline.errors", "pipeline.config", "pipeline.prompts"),  # shared vocabulary
+    ("pipeline.text",),
+    ("pipeline.runtime",),
+    ("pipeline.ledger",),
+    ("pipeline.model",),
+    ("pipeline.score",),
+    ("pipeline.views",),
+    ("pipeline.tools",),
+    ("pipeline.publishing",),
+    ("pipeline.capabilities",),
+    ("pipeline.run",),
+    ("pipeline.ops",),
+    ("pipeline.cli", "pipeline.__main__", "pipeline.testing"),  # entry points: may use any layer
+]
+# The one import that runs up, with its reason: [humanize] threshold, when unset, is the calibrated pass mark
+# of the scorer in use (HumanizeConfig.pass_mark, a lazy import; no module circle, the graph test says).
+UPWARD = {("pipeline.config", "pipeline.score.scoring")}
+
+
+def _layer(module: str) -> int:
+    best = max((p for layer in LAYERS for p in layer if module == p or module.startswith(p + ".")), key=len)
+    return next(i for i, layer in enumerate(LAYERS) if best in layer)
+
+
+def test_every_import_runs_down_the_layers():
+    graph = _graph()
+    assert set(graph) and all(_layer(m) >= 0 for m in graph)  # every module has a layer
+    upward = sorted((m, t) for m, targets in graph.items() for t in targets
+                    if _layer(t) > _layer(m) and (m, t) not in UPWARD)
+    assert upward == []
+    assert _layer("pipeline.run.runner") > _layer("pipeline.publishing.settle")  # the check can fail
+
+
+def test_the_top_level_holds_few_modules():
+    """The package's top level is its shared vocabulary and its entry points; everything else lives in a room."""
+    top = sorted(p.name for p in (REPO / "pipeline").glob("*.py"))
+    assert len(top) <= 12, top
+
+
+def _bare_status_strings(tree: ast.AST) -> list[int]:
+    """Lines that compare, assign, filter or write a ``status`` as a bare string instead of a member of pipeline.states."""
+    found = []
+    for node in ast.walk(tree):
+        values: list[ast.expr] = []
+        if isinstance(node, ast.Compare) and any(isinstance(p, ast.Attribute) and p.attr == "status"
+                                                 for p in [node.left, *node.comparators]):
+            values = [node.left, *node.comparators]
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "status" for t in node.targets):
+            values = [node.value]
+        elif isinstance(node, ast.keyword) and node.arg == "status":
+            values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "in_"
+              and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "status" and node.args
+              and isinstance(node.args[0], (ast.Tuple, ast.List))):
+            values = list(node.args[0].elts)
+        found += [v.lineno for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return found
+
+
+def test_states_are_named_not_spelled():
+    """states.py names every state once; code compares and writes the members, never the bare strings."""
+    assert _bare_status_strings(ast.parse('if row.status == "done": row.status = "x"')) == [1, 1]  # the check can fail
+    offenders = {}
+    for name, path in _modules().items():
+        if ".migrations" in name:  # a revision is frozen history: it spells the values it wrote
+            continue
+        lines = _bare_status_strings(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            offenders[name] = lines
+    assert offenders == {}
 
 
 def test_pipeline_never_imports_a_capability_module():
     """Data flows one way: capabilities use pipeline/, and only the registry finds them."""
     graph = _graph()
-    offenders = {m: sorted(t for t in targets if t.startswith("capabilities"))
-                 for m, targets in graph.items() if m.startswith("pipeline") and m != "pipeline.registry"}
+    offenders = {m: sorted(t for t in targets if t.startswith("pipeline.capabilities"))
+                 for m, targets in graph.items()
+                 if not m.startswith("pipeline.capabilities") and m != "pipeline.tools.catalog"}
     assert {m: t for m, t in offenders.items() if t} == {}
 
 
@@ -132,7 +202,7 @@ def test_a_step_without_a_needs_line_of_its_own_gets_the_generic_one():
 def test_listing_the_capabilities_imports_no_database_or_http_library():
     import subprocess
 
-    code = ("import sys; from pipeline import registry; registry.capabilities(); registry.lexicons(); "
+    code = ("import sys; from pipeline.tools import catalog as registry; registry.capabilities(); registry.lexicons(); "
             "print(sorted(m for m in ('sqlalchemy', 'sqlmodel', 'httpx', 'litellm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"

@@ -9,16 +9,17 @@ import pytest
 from scenarios import POOL, outline_for, part_for, rewrite_of
 from sqlmodel import select
 
-from capabilities import draft, humanize
-from pipeline import article as art
-from pipeline import config, scoring
+from pipeline.capabilities import draft, humanize
+from pipeline.text import article as art
+from pipeline import config
+from pipeline.score import scoring
 from pipeline.errors import AgentIncompleteError, AwaitingReview, CapabilityError, ExitCode
-from pipeline.ledger import Ledger
-from pipeline.llm import Reply
-from pipeline.models import Article, Outline, Review, Topic
-from pipeline.prompts import Prompts
+from pipeline.ledger.writer import Ledger
+from pipeline.model.llm import Reply
+from pipeline.ledger.models import Article, Outline, Review, Topic
+from pipeline.tools.prompts import Prompts
 from pipeline.testing import Request, ScriptedModel
-from pipeline.tools import RunContext
+from pipeline.tools.toolbox import RunContext
 
 TOPIC = "Why our nightly builds got faster"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.claims import ClaimRules, facts_from_mapping, text_tool_calls
-from pipeline.registry import fact_keys, lexicons
+from pipeline.tools.claims import ClaimRules, facts_from_mapping, text_tool_calls
+from pipeline.tools.catalog import fact_keys, lexicons
 
 INCIDENT = "文章已生成，拟人化评分 82 分，已发布至平台，链接 https://domain/item/fake-id，已登记到台账，登记号 CT-20260922-001。"
 RULES = ClaimRules(lexicons(), publish_hosts=["127.0.0.1", "domain"])
@@ -294,7 +294,7 @@ def test_chinese_decimal_numerals(text, score):
 
 
 def test_chinese_decimal_parses():
-    from pipeline.claims import parse_number
+    from pipeline.tools.claims import parse_number
     assert parse_number("七十八点四") == 78.4
     assert parse_number("六十点零五") == 60.05
     assert parse_number("九十") == 90.0

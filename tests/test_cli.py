@@ -129,7 +129,7 @@ def test_ledger_diff_without_runs_is_exit_2(tmp_path, site):
     diff = cli("ledger", "diff", "--config", str(cfg), cwd=tmp_path)
     assert diff.returncode == 2 and "no ledger at" in diff.stderr
     from pipeline import config as config_mod
-    from pipeline.ledger import Ledger
+    from pipeline.ledger.writer import Ledger
 
     Ledger(config_mod.load(cfg, environ={}).ledger_url).close()  # an empty ledger
     diff = cli("ledger", "diff", "--config", str(cfg), cwd=tmp_path)

@@ -25,12 +25,12 @@ from platforms import add_article, make_platform, new_context, secret_env, write
 from sqlmodel import select
 from support import CrashWorker, Recorder
 
-from capabilities.publish import publish
-from pipeline.models import Publication, Run
-from pipeline.utc import utcnow
-from pipeline.publishing import RECOVERED
-from pipeline.publishing import idempotency_key as _key
-from pipeline.recovery import recover_pending
+from pipeline.capabilities.publish import publish
+from pipeline.ledger.models import Publication, Run
+from pipeline.ledger.utc import utcnow
+from pipeline.publishing.publish import RECOVERED
+from pipeline.publishing.publish import idempotency_key as _key
+from pipeline.publishing.settle import recover_pending
 
 pytestmark = pytest.mark.slow  # each publish runs in a forked worker process
 
@@ -192,7 +192,7 @@ def _article_of(ctx) -> int:
 
 
 def _registrations(ctx) -> list[tuple[int, str, str]]:
-    from pipeline.models import Registration
+    from pipeline.ledger.models import Registration
 
     with ctx.ledger.read() as s:
         return [(r.publication_id, r.run_id, r.registration_no) for r in s.exec(select(Registration)).all()]
@@ -207,9 +207,9 @@ def test_reconciliation_registers_what_an_unfinished_run_published_exactly_once(
     """Crashed (kill -9 after the platform call), interrupted (SIGTERM after publish, before register), or ended
     after publish by its provider, a deadline or the model: the post is live, the ledger row verified or pending,
     the register incomplete. The next run completes it, once."""
-    from pipeline.reconcile import reconciliations
-    from pipeline.reports import daily_summary, render_daily
-    from pipeline.status import channel_status
+    from pipeline.publishing.settle import reconciliations
+    from pipeline.views.reports import daily_summary, render_daily
+    from pipeline.views.status import channel_status
 
     server = platform_for("wordpress")
     rec = _recorder()
@@ -267,7 +267,7 @@ def test_reconciliation_killed_between_its_commit_and_its_alert_alerts_on_the_ne
         assert worker.publish(config, nxt.run_id, None, armed, call="reconcile")["exit"] == 137
         [(_, _, number)] = _registrations(dead)  # committed before the kill
         assert rec.hits == []  # the alert never went out
-        from pipeline.status import channel_status
+        from pipeline.views.status import channel_status
 
         [row] = channel_status(dead.cfg)
         assert row.reconciled_today[0].registration_no == number
@@ -283,8 +283,8 @@ def test_reconciliation_killed_between_its_commit_and_its_alert_alerts_on_the_ne
 
 @pytest.mark.parametrize("ending", ["crashed", "incomplete"])
 def test_awaiting_registration_is_shown_until_a_run_reconciles(tmp_path, platform_for, ending):
-    from pipeline.reports import daily_summary, render_daily
-    from pipeline.status import channel_status
+    from pipeline.views.reports import daily_summary, render_daily
+    from pipeline.views.status import channel_status
 
     server = platform_for("wordpress")
     config = write_config(tmp_path, "wordpress", server)

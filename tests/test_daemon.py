@@ -18,10 +18,11 @@ from fakellm import FakeLLM
 from support import KEY_ENV, Recorder, write_config
 
 from pipeline import config as config_mod
-from pipeline import daemon, shutdown
-from pipeline.ledger import Ledger
-from pipeline.locks import channel_lock
-from pipeline.status import channel_status
+from pipeline.ops import daemon
+from pipeline.runtime import shutdown
+from pipeline.ledger.writer import Ledger
+from pipeline.ledger.locks import channel_lock
+from pipeline.views.status import channel_status
 
 
 @pytest.fixture
@@ -285,7 +286,7 @@ def _state(pid: int) -> str:
 
 def test_a_second_daemon_on_the_same_job_store_is_refused(tmp_path, fake_llm):
     path = write_config(tmp_path, fake_llm.api_base, "honest", '\n[daemon]\nstate_dir = "state"\n')
-    from pipeline.locks import hold
+    from pipeline.ledger.locks import hold
 
     with hold(tmp_path / "state" / "daemon.lock", "test"):
         proc = subprocess.run([sys.executable, "-m", "pipeline", "daemon", "--config", str(path)],
@@ -314,7 +315,7 @@ def test_successful_run_pings_0_and_sends_no_alert(harness, recorder):
 def test_health_pings_carry_the_run_id_and_a_body(harness, recorder):
     from urllib.parse import parse_qs, urlsplit
 
-    from pipeline.alerts import ping_rid
+    from pipeline.runtime.alerts import ping_rid
 
     outcome, _ = harness.run("prose", f'\n[alerts]\nping_url = "{recorder.base}/ping"\n')
     (start, start_body), (end, end_body) = recorder.hits
@@ -330,7 +331,7 @@ def test_health_pings_carry_the_run_id_and_a_body(harness, recorder):
     ("dingtalk", {"msgtype", "text"}), ("wecom", {"msgtype", "text"}),
 ])
 def test_chat_formats(fmt, shape):
-    from pipeline.alerts import chat_payload
+    from pipeline.runtime.alerts import chat_payload
 
     assert set(chat_payload(fmt, "hello")) == shape
 
@@ -361,7 +362,7 @@ def test_status_overdue_when_a_tick_passed_without_a_run(tmp_path, fake_llm):
 def test_a_run_killed_mid_way_is_reported_crashed_by_the_next_run(harness, recorder):
     from sqlmodel import select
 
-    from pipeline.models import Run
+    from pipeline.ledger.models import Run
 
     extra = f'\n[alerts]\nwebhook_url = "{recorder.base}/hook"\n'
     cfg = harness.config("honest", extra)

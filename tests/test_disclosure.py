@@ -1,4 +1,4 @@
-"""The disclosure: every published article says it is machine-written, visibly and in metadata (pipeline.disclosure)."""
+"""The disclosure: every published article says it is machine-written, visibly and in metadata (pipeline.text.disclosure)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from platforms import add_article, make_platform, new_context, secret_env, write
 from sqlmodel import select
 from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
-from capabilities.publish import publish
-from pipeline.content import content_hash
-from pipeline.models import Article, Publication
+from pipeline.capabilities.publish import publish
+from pipeline.text.content import content_hash
+from pipeline.ledger.models import Article, Publication
 
 ATOM = {"a": "http://www.w3.org/2005/Atom"}
 EN = "This article was written by an AI language model."
@@ -97,7 +97,7 @@ def test_switched_off_there_is_no_line_no_meta_no_category(tmp_path):
 
 
 def test_a_review_preview_shows_the_line(tmp_path):
-    from pipeline import review
+    from pipeline.publishing import review
 
     ctx = new_context(write_config(tmp_path, "local", None))
     page = review.write_preview(ctx.cfg, ctx.run_id, add_article(ctx))

@@ -42,7 +42,7 @@ def test_the_readme_operator_blocks_run_as_written(tmp_path):
     assert any("status" in b for b in blocks) and any("ledger backup" in b for b in blocks)
     clone = tmp_path / "pipeline"
     fresh_copy(clone)
-    from pipeline.ledger import Ledger
+    from pipeline.ledger.writer import Ledger
 
     ledger = Ledger(f"sqlite:///{clone / 'var' / 'ledger.db'}")
     ids = [ledger.start_run("local/qwen2.5-coder-1.5b").id for _ in range(3)]

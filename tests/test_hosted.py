@@ -17,10 +17,10 @@ from support import KEY_ENV, TEST_KEY, write_config
 
 from pipeline import config as config_mod
 from pipeline.errors import ConfigError
-from pipeline.ledger import Ledger
-from pipeline.llm import ChatModel
-from pipeline.reader import EngineReader
-from pipeline.stats import model_stats
+from pipeline.ledger.writer import Ledger
+from pipeline.model.llm import ChatModel
+from pipeline.ledger.reader import EngineReader
+from pipeline.views.stats import model_stats
 
 
 def run_cli(args, env, cwd):
@@ -137,7 +137,7 @@ def _llm(tmp_path, api_base, scenario, fake_key=None, **env):
 
 
 def test_probe_failure_is_stored_and_asked_again(tmp_path, fake_llm, monkeypatch):
-    from pipeline import probe
+    from pipeline.model import probe
 
     monkeypatch.setenv(KEY_ENV, TEST_KEY)
     cfg, llm, ledger = _llm(tmp_path, fake_llm.api_base, "down")
@@ -151,7 +151,7 @@ def test_probe_failure_is_stored_and_asked_again(tmp_path, fake_llm, monkeypatch
 
 
 def test_provider_change_is_probed_again(tmp_path, fake_llm, monkeypatch):
-    from pipeline import probe
+    from pipeline.model import probe
 
     monkeypatch.setenv(KEY_ENV, TEST_KEY)
     _, llm, ledger = _llm(tmp_path, fake_llm.api_base, "prose_until_schema")
@@ -164,7 +164,7 @@ def test_provider_change_is_probed_again(tmp_path, fake_llm, monkeypatch):
 
 
 def test_wrong_key_is_the_operators_to_fix(tmp_path, monkeypatch):
-    from pipeline import probe
+    from pipeline.model import probe
 
     fake = FakeLLM(api_key="the-right-key").start()
     try:
@@ -178,7 +178,7 @@ def test_wrong_key_is_the_operators_to_fix(tmp_path, monkeypatch):
 
 
 def test_known_models_need_no_probe():
-    from pipeline import probe
+    from pipeline.model import probe
 
     answer = probe.known(ChatModel(config_mod.LLMConfig(model="openai/gpt-4o-mini", api_key_env="")))
     assert (answer.json_schema, answer.tools, answer.sources["json_schema"]) == (True, True, "model map")

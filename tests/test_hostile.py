@@ -18,11 +18,11 @@ from stuck import StuckServer, closed_port
 from support import KEY_ENV, OFFLINE_API_BASE, REPO, write_config
 
 from pipeline import config as config_mod
-from pipeline.content import normalize_title
-from pipeline.events import RunObserver
-from pipeline.ledger import Ledger
-from pipeline.publishers.local import LocalSitePublisher
-from pipeline.runner import run_once
+from pipeline.text.content import normalize_title
+from pipeline.run.events import RunObserver
+from pipeline.ledger.writer import Ledger
+from pipeline.publishing.publishers.local import LocalSitePublisher
+from pipeline.run.runner import run_once
 
 # Everything a feed title can carry: Rich markup (a closing tag alone raises MarkupError), ANSI and OSC
 # sequences (a window title set by a feed), BEL, a C1 CSI, a right-to-left override, HTML, a path.
@@ -58,7 +58,7 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_hostile_feed_title_runs_to_exit_0_and_is_shown_inertly(tmp_path, fake_llm):
-    from capabilities.topic import _clean
+    from pipeline.capabilities.topic import _clean
 
     backlog = tmp_path / "backlog.txt"
     backlog.write_text(HOSTILE + " | an angle\n", encoding="utf-8")
@@ -96,8 +96,8 @@ def test_site_pages_index_and_feed_show_hostile_titles_inertly(tmp_path, title):
 def test_untrusted_log_lines_and_alerts_are_inert(caplog):
     import logging
 
-    from pipeline import redact
-    from pipeline.alerts import alert_text
+    from pipeline.text import redact
+    from pipeline.runtime.alerts import alert_text
 
     text = alert_text("default", "r1", "error (exit 1)", HOSTILE)
     assert not any(ch in text for ch in RAW_CONTROLS) and "\\x1b" in text
@@ -109,7 +109,7 @@ def test_untrusted_log_lines_and_alerts_are_inert(caplog):
 @pytest.mark.slow  # seconds: all pairs of a large title set
 def test_repeat_index_gives_the_all_pairs_verdicts():
     """The indexed check must be the same check, only faster (issue 14, item 9)."""
-    from capabilities.topic import Repeats, is_repeat
+    from pipeline.capabilities.topic import Repeats, is_repeat
 
     rng = random.Random(9)
     words = "cache build test deploy rollback schema index query latency queue retry lock shard log trace".split()
@@ -141,7 +141,7 @@ def _grep_tree(directory: Path, needle: bytes) -> list[str]:
 @pytest.mark.timeout(900)  # four full CLI runs: well under a minute idle, minutes on a loaded shared host
 def test_canary_secrets_appear_nowhere(tmp_path, fake_llm):
     """Every echoing error path, then grep the ledger, reports, site, logs, alerts and captured output."""
-    from pipeline import redact
+    from pipeline.text import redact
 
     key, hook_secret, url_token, alert_token = (f"canary{os.urandom(6).hex()}{i}" for i in range(4))
     alerts = StuckServer("record").start()
@@ -194,7 +194,7 @@ def test_canary_secrets_appear_nowhere(tmp_path, fake_llm):
 
 
 def test_redaction_covers_every_configured_secret_and_every_ledger_write(tmp_path, monkeypatch):
-    from pipeline import redact
+    from pipeline.text import redact
 
     redact.clear()
     monkeypatch.setenv("K_LLM", "sk-llm-canary-1234")
@@ -235,7 +235,7 @@ ping_url = "https://hc-ping.com/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
 
 
 def test_stored_text_is_kept_exactly_when_it_holds_no_secret(harness):
-    from pipeline import redact
+    from pipeline.text import redact
 
     outcome, ledger = harness.run("honest")
     assert outcome.status == "done"
@@ -247,7 +247,7 @@ def test_stored_text_is_kept_exactly_when_it_holds_no_secret(harness):
 @pytest.fixture(autouse=True)
 def _forget_secrets():
     yield
-    from pipeline import redact
+    from pipeline.text import redact
 
     redact.clear()
 

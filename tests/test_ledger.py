@@ -10,7 +10,7 @@ import time
 import pytest
 
 from pipeline.errors import LedgerError
-from pipeline.ledger import Ledger
+from pipeline.ledger.writer import Ledger
 
 
 @pytest.fixture
@@ -96,14 +96,14 @@ def test_write_is_all_or_nothing(any_ledger):
     ledger = any_ledger
     run = ledger.start_run("m")
     with pytest.raises(RuntimeError), ledger.write() as s:
-        from pipeline.models import Report
+        from pipeline.ledger.models import Report
 
         s.add(Report(run_id=run.id, body="half"))
         s.flush()
         raise RuntimeError("crash mid-transaction")
     from sqlmodel import select
 
-    from pipeline.models import Report
+    from pipeline.ledger.models import Report
 
     with ledger.read() as s:
         assert s.exec(select(Report)).all() == []

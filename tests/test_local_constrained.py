@@ -11,15 +11,15 @@ import json
 
 import pytest
 
-from pipeline.constrained import (
+from pipeline.model.constrained import (
     constrained_response_format,
     constrained_tools_schema,
     decision_messages,
     parse_constrained,
     progress_note,
 )
-from pipeline.registry import capabilities
-from pipeline.tools import Toolbox
+from pipeline.tools.catalog import capabilities
+from pipeline.tools.toolbox import Toolbox
 
 jsonschema = pytest.importorskip("jsonschema")  # a litellm dependency, not one of ours
 TOOLS = Toolbox(capabilities()).schemas()
@@ -133,7 +133,7 @@ def test_prose_turns_and_nudges_are_kept_in_protocol():
 def test_register_local_provider_is_idempotent_and_lazy():
     import litellm
 
-    from pipeline.local.provider import register_local_provider
+    from pipeline.model.local.provider import register_local_provider
 
     before = list(litellm.custom_provider_map)
     try:

@@ -26,7 +26,7 @@ MODEL = "local/qwen2.5-coder-1.5b"
 def _skip_reason() -> str | None:
     if importlib.util.find_spec("xllamacpp") is None:
         return "xllamacpp not installed (pip install '.[local]')"
-    from pipeline.local import assets
+    from pipeline.model.local import assets
 
     try:
         assets.part_files()
@@ -43,7 +43,7 @@ def litellm_local():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
-    from pipeline.local.provider import prepare, register_local_provider
+    from pipeline.model.local.provider import prepare, register_local_provider
 
     litellm.suppress_debug_info = True
     register_local_provider(DATA_DIR)
@@ -55,9 +55,9 @@ def litellm_local():
 
 
 def _pipeline_start():
-    from pipeline.prompts import Prompts
-    from pipeline.registry import capabilities
-    from pipeline.tools import Toolbox
+    from pipeline.tools.prompts import Prompts
+    from pipeline.tools.catalog import capabilities
+    from pipeline.tools.toolbox import Toolbox
 
     prompts = Prompts()
     messages = [
@@ -114,7 +114,7 @@ def test_a_stop_request_ends_a_local_decode(litellm_local, monkeypatch):
     """SIGTERM's stop flag ends the decode itself, not only the wait for it: the model is free at once."""
     import threading
 
-    from pipeline import shutdown
+    from pipeline.runtime import shutdown
 
     stop = threading.Event()
     monkeypatch.setattr(shutdown, "_stop", stop)
@@ -140,9 +140,9 @@ def _shipped_config(tmp_path, **env):
 def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
     """The shipped config, end to end: a verified page and a registration (done_when), exit 0, or held below the
     pass mark (exit 4) and then published by an editor's approval."""
-    from pipeline import review
-    from pipeline.ledger import Ledger
-    from pipeline.runner import run_once
+    from pipeline.publishing import review
+    from pipeline.ledger.writer import Ledger
+    from pipeline.run.runner import run_once
 
     cfg = _shipped_config(tmp_path)
     ledger = Ledger(cfg.ledger_url)
@@ -168,8 +168,8 @@ def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
 
 def test_raw_model_is_caught_by_the_guard(litellm_local, tmp_path):
     """local-raw writes calls and results as text (the incident); it must never exit 0 unpublished."""
-    from pipeline.ledger import Ledger
-    from pipeline.runner import run_once
+    from pipeline.ledger.writer import Ledger
+    from pipeline.run.runner import run_once
 
     cfg = _shipped_config(tmp_path, PIPELINE_LLM__MODEL="local-raw/qwen2.5-coder-1.5b", AGENT_HALLUCINATION_MAX_NUDGES="1")
     ledger = Ledger(cfg.ledger_url)

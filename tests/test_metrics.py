@@ -69,7 +69,7 @@ def test_daemon_metrics_count_a_nudge_and_a_caught_hallucination(harness):
     assert value(found, "pipeline_last_success_timestamp_seconds", channel="default") > time.time() - 600
     assert value(found, "pipeline_model_turns_total", model="openai/prose", kind="prose") == 3
     assert value(found, "pipeline_tokens_total", model=model, type="prompt") > 0
-    # The capabilities' own model calls (pipeline.calls): the recovered run drafted and humanized once each.
+    # The capabilities' own model calls (pipeline.model.calls): the recovered run drafted and humanized once each.
     assert value(found, "pipeline_side_calls_total", model=model, capability="draft") >= 1
     assert value(found, "pipeline_side_calls_total", model=model, capability="humanize") >= 1
 

@@ -21,11 +21,11 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 from sqlmodel import SQLModel
 
-from pipeline import migrations, models  # noqa: F401
+from pipeline.ledger import migrations, models  # noqa: F401
 from pipeline.errors import ExitCode, LedgerVersionError
-from pipeline.ledger import Ledger
-from pipeline.ledger_check import check
-from pipeline.utc import aware
+from pipeline.ledger.writer import Ledger
+from pipeline.ledger.check import check
+from pipeline.ledger.utc import aware
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ledger-0.1.0.db"
 REPO = Path(__file__).resolve().parent.parent
@@ -194,7 +194,7 @@ def test_the_cli_refuses_a_newer_ledger_with_one_line_and_exit_2(tmp_path):
 def test_processes_opening_an_old_ledger_at_once_migrate_it_once(tmp_path):
     path = tmp_path / "ledger.db"
     shutil.copy(FIXTURE, path)
-    code = ("import sys, json; from pipeline.ledger import Ledger; l = Ledger(sys.argv[1]); "
+    code = ("import sys, json; from pipeline.ledger.writer import Ledger; l = Ledger(sys.argv[1]); "
             "m = l.migration; print(json.dumps(None if m is None else [m.before, m.after]))")
     procs = [subprocess.Popen([sys.executable, "-c", code, f"sqlite:///{path}"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
@@ -260,7 +260,7 @@ def test_a_whole_run_on_a_postgresql_ledger(harness, pg_url):
 def test_opening_a_current_ledger_does_not_import_alembic(tmp_path):
     url = f"sqlite:///{tmp_path}/ledger.db"
     Ledger(url).close()
-    code = "import sys; from pipeline.ledger import Ledger; Ledger(sys.argv[1]); print('alembic' in sys.modules)"
+    code = "import sys; from pipeline.ledger.writer import Ledger; Ledger(sys.argv[1]); print('alembic' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "False"
 
@@ -273,5 +273,5 @@ def test_the_wheel_ships_the_revisions(tmp_path):
 
     names = zipfile.ZipFile(next(tmp_path.glob("pipeline-*.whl"))).namelist()
     for revision in migrations.known_revisions():
-        assert any(n.startswith(f"pipeline/migrations/versions/{revision}_") for n in names), revision
-    assert "pipeline/migrations/script.py.mako" in names and "pipeline/migrations/env.py" in names
+        assert any(n.startswith(f"pipeline/ledger/migrations/versions/{revision}_") for n in names), revision
+    assert "pipeline/ledger/migrations/script.py.mako" in names and "pipeline/ledger/migrations/env.py" in names

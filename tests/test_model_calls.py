@@ -1,4 +1,4 @@
-"""Every model call is in the ledger: the agent's turns and the capabilities' own calls (``pipeline.calls``)."""
+"""Every model call is in the ledger: the agent's turns and the capabilities' own calls (``pipeline.model.calls``)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from pipeline import config, migrations
+from pipeline import config
+from pipeline.ledger import migrations
 from pipeline.cli import app
 from pipeline.errors import ProviderUnavailableError
-from pipeline.ledger import Ledger
-from pipeline.messages import ToolCall
-from pipeline.prompts import Prompts
-from pipeline.reader import LedgerReader
-from pipeline.registry import toolbox
+from pipeline.ledger.writer import Ledger
+from pipeline.model.messages import ToolCall
+from pipeline.tools.prompts import Prompts
+from pipeline.ledger.reader import LedgerReader
+from pipeline.tools.catalog import toolbox
 from pipeline.testing import ScriptedModel, provider_error
-from pipeline.tools import RunContext
+from pipeline.tools.toolbox import RunContext
 
 
 def invoke(*args: str):

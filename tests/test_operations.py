@@ -14,10 +14,10 @@ import pytest
 from support import OFFLINE_API_BASE, REPO, write_config
 
 from pipeline import config as config_mod
-from pipeline import validate
+from pipeline.run import validate
 from pipeline.errors import ConfigError
-from pipeline.ledger import Ledger
-from pipeline.status import channel_status
+from pipeline.ledger.writer import Ledger
+from pipeline.views.status import channel_status
 
 # Imported where used: on the old code (bfdcbf6) each test then fails on what it checks, not at collection.
 HEALTH_EXIT = {"ok": 0, "failed": 1, "overdue": 1, "scheduler_down": 3}  # README, Health
@@ -32,7 +32,7 @@ def _cfg(tmp_path, daemon: str):
 
 
 def _daemon_row(cfg, started: datetime, beat: datetime, stopped: datetime | None = None) -> None:
-    from pipeline.models import Daemon
+    from pipeline.ledger.models import Daemon
 
     ledger = Ledger(cfg.ledger_url)
     with ledger.write() as s:
@@ -117,7 +117,7 @@ def test_a_backlog_that_does_not_exist_is_refused(tmp_path):
 ])
 def test_an_unknown_model_is_one_line_with_did_you_mean(model, hint):
     """Finding 5: litellm's own model map, read as data (no litellm import): one line, a suggestion."""
-    from pipeline import modelcheck
+    from pipeline.model import modelcheck
 
     litellm_before = "litellm" in sys.modules
     with pytest.raises(ConfigError) as exc:
@@ -132,7 +132,7 @@ def test_an_unknown_model_is_one_line_with_did_you_mean(model, hint):
     ("local/qwen2.5-coder-1.5b", None, True), ("openai/brand-new-model", None, False),
 ])
 def test_known_and_self_hosted_models_pass(model, api_base, enabled):
-    from pipeline import modelcheck
+    from pipeline.model import modelcheck
 
     modelcheck.check(model, api_base, enabled)
 
@@ -213,14 +213,14 @@ def test_help_is_never_cut():
 
 
 def test_status_exit_codes_are_the_documented_ones():
-    from pipeline.status import HEALTH_EXIT as codes
+    from pipeline.views.status import HEALTH_EXIT as codes
 
     assert codes == HEALTH_EXIT
 
 
 def test_long_lived_workers_checkpoint_their_ledgers(tmp_path):
     """Finding 2, workers: resident.checkpoint_all (after each Celery run and at worker shutdown) folds the WAL back."""
-    from pipeline import resident
+    from pipeline.ops import resident
 
     cfg = config_mod.load(write_config(tmp_path, OFFLINE_API_BASE, "honest"), environ={})
     ledger = resident.ledger_for(cfg)

@@ -210,7 +210,7 @@ def test_real_cron_deployment_is_healthy_from_its_declared_start_and_runs(tmp_pa
 
 WRITER = """
 import sys
-from pipeline.ledger import Ledger
+from pipeline.ledger.writer import Ledger
 ledger = Ledger(sys.argv[1])
 while True:
     run = ledger.start_run("m")

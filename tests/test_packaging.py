@@ -22,7 +22,7 @@ from support import KEY_ENV, REPO, write_config
 
 pytestmark = pytest.mark.slow
 
-SOURCES = ["pyproject.toml", "README.md", "pipeline", "capabilities", "prompts"]
+SOURCES = ["pyproject.toml", "README.md", "pipeline"]
 
 
 def _run(*cmd: str | Path, **kwargs) -> subprocess.CompletedProcess:
@@ -61,10 +61,10 @@ def test_the_installed_wheel_has_its_data_and_runs_outside_the_checkout(installe
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIPELINE_CONFIG")}
     env.update({KEY_ENV: "sk-test-not-a-real-key", "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     where = _run(installed / "python", "-c",
-                 "import pipeline, prompts, pipeline.prompts as p; from importlib.resources import files; "
+                 "import pipeline, pipeline.prompts, pipeline.tools.prompts as p; from importlib.resources import files; "
                  "print(pipeline.__file__); print(p.default_dir()); "
-                 "print(files('pipeline') / 'templates' / 'site' / 'post.html'); "
-                 "print(files('pipeline') / 'migrations' / 'script.py.mako')",
+                 "print(files('pipeline') / 'publishing' / 'templates' / 'site' / 'post.html'); "
+                 "print(files('pipeline') / 'ledger' / 'migrations' / 'script.py.mako')",
                  cwd=tmp_path, env=env).stdout.split("\n")
     venv = installed.parent.resolve()
     for line in where[:4]:

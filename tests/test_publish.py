@@ -10,16 +10,16 @@ import pytest
 from scenarios import HUMANIZED
 from sqlmodel import select
 
-from capabilities.publish import publish
-from capabilities.register import register
+from pipeline.capabilities.publish import publish
+from pipeline.capabilities.register import register
 from pipeline import config
-from pipeline.content import content_hash
+from pipeline.text.content import content_hash
 from pipeline.errors import CapabilityError
-from pipeline.ledger import Ledger
-from pipeline.models import Article, Publication, Registration
-from pipeline.prompts import Prompts
-from pipeline.scoring import score
-from pipeline.tools import RunContext
+from pipeline.ledger.writer import Ledger
+from pipeline.ledger.models import Article, Publication, Registration
+from pipeline.tools.prompts import Prompts
+from pipeline.score.scoring import score
+from pipeline.tools.toolbox import RunContext
 
 # The guard and publishing read and write the ledger: run them on both backends.
 LEDGER_BACKENDS = ("sqlite", "postgresql")

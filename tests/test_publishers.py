@@ -24,14 +24,14 @@ from platforms import (
 )
 from sqlmodel import select
 
-from capabilities.publish import publish
-from pipeline import publishers
+from pipeline.capabilities.publish import publish
+from pipeline.publishing import publishers
 from pipeline.errors import CapabilityError, ConfigError
-from pipeline.models import Publication
-from pipeline.publishers import LookupUnsupported, PublishOutcomeUnknown, get_publisher
-from pipeline.publishers.ghost import admin_token
-from pipeline.publishing import idempotency_key as _key
-from pipeline.publishing import slug_for as _slug
+from pipeline.ledger.models import Publication
+from pipeline.publishing.publishers import LookupUnsupported, PublishOutcomeUnknown, get_publisher
+from pipeline.publishing.publishers.ghost import admin_token
+from pipeline.publishing.publish import idempotency_key as _key
+from pipeline.publishing.publish import slug_for as _slug
 
 REMOTE = ["wordpress", "ghost", "webhook"]
 

@@ -13,7 +13,7 @@ from support import REPO
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.ledger import Ledger
+from pipeline.ledger.writer import Ledger
 
 MARKUP = "Published at https://127.0.0.1:8765/posts/[/]x.html, [red]registered[/red] as CT-20260101-001 [bold]"
 
@@ -221,7 +221,7 @@ def test_config_toml_documents_every_key():
 def test_status_says_whether_the_daemon_runs(harness):
     import os
 
-    from pipeline.locks import hold
+    from pipeline.ledger.locks import hold
 
     harness.run("honest")
     path = str(harness.dir / "config.toml")
@@ -253,7 +253,7 @@ def test_read_commands_do_not_import_sqlalchemy_or_litellm(harness):
 
 @pytest.mark.slow
 def test_status_and_report_read_without_sqlalchemy(harness):
-    """status and report read through pipeline.reader, as the other read commands do: no SQLAlchemy, no litellm."""
+    """status and report read through pipeline.ledger.reader, as the other read commands do: no SQLAlchemy, no litellm."""
     harness.run("honest")
     path = str(harness.dir / "config.toml")
     for args in (("status", "--json"), ("status",), ("report", "--json"), ("report",)):
@@ -267,11 +267,12 @@ def test_status_and_report_read_without_sqlalchemy(harness):
 def test_read_models_are_frozen_dataclasses_in_step_with_reconciliation(harness):
     import dataclasses
 
-    from pipeline import reconcile, reports
-    from pipeline.diff import run_diff
-    from pipeline.reader import reader_for
-    from pipeline.stats import model_stats
-    from pipeline.status import channel_status
+    from pipeline.publishing import settle as reconcile
+    from pipeline.views import reports
+    from pipeline.views.diff import run_diff
+    from pipeline.ledger.reader import reader_for
+    from pipeline.views.stats import model_stats
+    from pipeline.views.status import channel_status
 
     # The read model repeats this constant to stay free of SQLAlchemy; it must not drift.
     assert reports.RECONCILE_CALL_PREFIX == reconcile.CALL_PREFIX

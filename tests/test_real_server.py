@@ -83,7 +83,7 @@ def llama_server():
     if importlib.util.find_spec("xllamacpp") is None:
         missing("llama.cpp runtime (xllamacpp)", "not installed; pip install '.[local]'")
     from pipeline.errors import ConfigError
-    from pipeline.local import assets
+    from pipeline.model.local import assets
 
     try:
         assets.model_path(DATA_DIR)  # assembled from the weight packages once, checked against its sha256

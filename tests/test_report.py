@@ -11,7 +11,7 @@ from datetime import date
 import pytest
 from support import KEY_ENV, Recorder
 
-from pipeline.reports import daily_summary, render_daily, run_summary
+from pipeline.views.reports import daily_summary, render_daily, run_summary
 
 
 def test_run_report_is_built_from_the_ledger_not_the_model(harness):

@@ -11,10 +11,10 @@ import pytest
 from sqlmodel import select
 from support import KEY_ENV
 
-from pipeline import review
+from pipeline.publishing import review
 from pipeline.errors import ConfigError
-from pipeline.models import Execution, Publication, Registration, Report, Review, Run
-from pipeline.status import channel_status
+from pipeline.ledger.models import Execution, Publication, Registration, Report, Review, Run
+from pipeline.views.status import channel_status
 
 MANUAL = '[publish]\nreview = "manual"\npreview_dir = "preview"\n'
 REPO = Path(__file__).resolve().parent.parent
@@ -134,8 +134,8 @@ def test_a_crash_during_approval_is_finished_by_approving_again(harness, fault):
 
 
 def test_dry_run_writes_the_would_be_post_and_publishes_nothing(harness):
-    from pipeline.ledger import Ledger
-    from pipeline.runner import run_once
+    from pipeline.ledger.writer import Ledger
+    from pipeline.run.runner import run_once
 
     cfg = harness.config("honest", '[publish]\npreview_dir = "preview"\n')
     ledger = Ledger(cfg.ledger_url)

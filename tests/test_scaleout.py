@@ -26,11 +26,11 @@ from support import KEY_ENV, write_config
 
 from pipeline import config as config_mod
 from pipeline.errors import ChannelLocked, TickAlreadyRun
-from pipeline.events import RunObserver
-from pipeline.ledger import Ledger
-from pipeline.locks import channel_lock
-from pipeline.models import Article, Publication, Registration, Run, Tick
-from pipeline.runner import run_once
+from pipeline.run.events import RunObserver
+from pipeline.ledger.writer import Ledger
+from pipeline.ledger.locks import channel_lock
+from pipeline.ledger.models import Article, Publication, Registration, Run, Tick
+from pipeline.run.runner import run_once
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
@@ -53,7 +53,7 @@ def _verified_publications(ledger: Ledger, n: int) -> tuple[str, list[int]]:
 
 def test_registration_numbers_under_concurrency_are_unique_and_gapless(ledger_url):
     """Sixteen writers register at the same instant, each through its own engine (its own connections)."""
-    from capabilities.register import register
+    from pipeline.capabilities.register import register
 
     setup = Ledger(ledger_url)
     run_id, pub_ids = _verified_publications(setup, 16)
@@ -183,8 +183,8 @@ def _ticks_done(ledger: Ledger, n: int):
 @pytest.mark.slow
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_celery_workers_run_each_tick_exactly_once(tmp_path, fake_llm, pg_url, broker):
-    from pipeline.celery_engine import make_app, send_tick
-    from pipeline.topology import engine_status
+    from pipeline.ops.celery_engine import make_app, send_tick
+    from pipeline.ops.topology import engine_status
 
     path = _celery_config(tmp_path, fake_llm.api_base, pg_url, broker_url(broker))
     cfg = config_mod.load(path, environ={KEY_ENV: "x"})
@@ -215,7 +215,7 @@ def test_celery_workers_run_each_tick_exactly_once(tmp_path, fake_llm, pg_url, b
 def test_a_worker_killed_mid_run_has_its_tick_redelivered_and_completed_once(tmp_path, pg_url):
     from fakellm import FakeLLM
 
-    from pipeline.celery_engine import make_app, send_tick
+    from pipeline.ops.celery_engine import make_app, send_tick
 
     slow = FakeLLM(delay_s=0.4).start()
     path = _celery_config(tmp_path, slow.api_base, pg_url, broker_url("redis"))
@@ -303,8 +303,8 @@ def _age(ledger: Ledger, tick: datetime, **columns: float) -> None:
 
 def test_a_queued_tick_the_broker_lost_is_queued_again(tmp_path, fake_llm, pg_url):
     """Redis without persistence forgets its queues on a restart: the daemon resends unclaimed ticks, from the ledger."""
-    from pipeline import daemon
-    from pipeline.celery_engine import make_app, queue_depth
+    from pipeline.ops import daemon
+    from pipeline.ops.celery_engine import make_app, queue_depth
 
     path = _celery_config(tmp_path, fake_llm.api_base, pg_url, broker_url("redis"))
     cfg = config_mod.load(path, environ={KEY_ENV: "x"})
@@ -342,7 +342,7 @@ def test_a_run_whose_lock_session_dies_stops_at_its_next_step(harness, pg_url, m
     """Without its lock another host could start the channel: the run stops instead of running alongside."""
     import psycopg
 
-    from pipeline import locks
+    from pipeline.ledger import locks
 
     monkeypatch.setattr(locks, "WATCH_INTERVAL_S", 0.1)
     cfg = _cfg(harness, pg_url)

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.scheduling import make_trigger, next_fire, previous_fire
+from pipeline.runtime.scheduling import make_trigger, next_fire, previous_fire
 
 NAMES = {"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6,
          "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "oct": 10,

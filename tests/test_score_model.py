@@ -45,13 +45,13 @@ and efficient development workflow."""
 def scorer():
     if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("numpy") is None:
         missing("the scoring model's runtime", "xllamacpp/numpy not installed: pip install '.[local]'")
-    from pipeline.local import assets
+    from pipeline.model.local import assets
 
     try:
         assets.part_files(assets.SCORER)
     except ConfigError as exc:
         missing("the scoring model", exc)
-    from pipeline.scoring import ModelScorer
+    from pipeline.score.scoring import ModelScorer
 
     s = ModelScorer(DATA_DIR)
     s.model()
@@ -111,8 +111,8 @@ def _cli(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.Com
 
 def test_a_stored_score_is_the_recomputed_score(scorer, tmp_path):
     """What the ledger holds for an article is what `pipeline score --article` computes from its text again."""
-    from pipeline.ledger import Ledger
-    from pipeline.models import Article
+    from pipeline.ledger.writer import Ledger
+    from pipeline.ledger.models import Article
 
     ledger = Ledger(f"sqlite:///{tmp_path}/ledger.db")
     run = ledger.start_run(model="local/qwen2.5-coder-1.5b")

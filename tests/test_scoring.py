@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from pipeline import scoring
+from pipeline.score import scoring
 from pipeline.errors import ConfigError
-from pipeline.scoring import (
+from pipeline.score.scoring import (
     FEATURES,
     Calibration,
     ModelScorer,
@@ -26,7 +26,7 @@ from pipeline.scoring import (
 
 
 class Stats:
-    """Token statistics as pipeline.local.logprobs returns them: one entry per predicted token."""
+    """Token statistics as pipeline.model.local.logprobs returns them: one entry per predicted token."""
 
     def __init__(self, text: str, ll: float = -3.0, mean: float = -2.5, var: float = 4.0):
         ends = np.cumsum([len(w.encode()) + 1 for w in text.split(" ")])[1:] - 1
@@ -172,7 +172,7 @@ def test_calibrated_probability_is_a_logistic_of_standardised_features():
 def test_the_shipped_calibration_names_its_model_and_rule():
     data = json.loads(scoring.calibration_file().read_text())
     assert data["features"] == list(FEATURES)
-    from pipeline.local import assets
+    from pipeline.model.local import assets
 
     assert data["model_sha256"] == assets.SCORER.sha256
     for lang in ("en", "zh"):
@@ -188,7 +188,7 @@ def test_a_different_scoring_model_is_refused(tmp_path):
 
 
 def test_a_missing_scoring_model_says_how_to_install_it(tmp_path, monkeypatch):
-    from pipeline.local import assets
+    from pipeline.model.local import assets
 
     monkeypatch.setattr(assets, "SCORER", assets.Weights("scoring model", "x.gguf", 1, assets.SCORER.sha256,
                                                          ("pipeline-no-such-part1",)))

@@ -10,7 +10,7 @@ import pytest
 from scenarios import scripted
 from support import REPO, rewrite_calls
 
-from pipeline.llm import Reply
+from pipeline.model.llm import Reply
 from pipeline.testing import (
     ScriptedModel,
     ScriptExhausted,
@@ -115,8 +115,8 @@ def test_a_scripted_run_records_what_the_model_was_shown(harness):
 def test_several_tool_calls_in_one_reply_run_in_order_in_one_turn(harness):
     cfg = harness.config("honest")
     model = scripted("honest", cfg.llm).enqueue(tool_calls(tool_call("topic", id="t1"), tool_call("deploy_site", id="d1")))
-    from pipeline.ledger import Ledger
-    from pipeline.runner import run_once
+    from pipeline.ledger.writer import Ledger
+    from pipeline.run.runner import run_once
 
     ledger = Ledger(cfg.ledger_url)
     outcome = run_once(cfg, ledger=ledger, llm=model)
@@ -152,7 +152,7 @@ import os, pathlib
 sys.path.insert(0, "tests")
 os.environ["PIPELINE_TEST_LLM_KEY"] = "sk-test"
 from pipeline import config
-from pipeline.runner import run_once
+from pipeline.run.runner import run_once
 from scenarios import scripted
 from support import OFFLINE_API_BASE, write_config
 here = pathlib.Path(sys.argv[1])

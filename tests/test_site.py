@@ -18,7 +18,7 @@ import pytest
 from services import missing
 from sitebrowser import HOSTILE_TITLE, build_demo_site, chromium, dump_dom, serving
 
-from pipeline.publishers.local import LocalSitePublisher
+from pipeline.publishing.publishers.local import LocalSitePublisher
 
 ATOM = {"a": "http://www.w3.org/2005/Atom"}
 REPO = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def test_two_processes_publishing_to_one_site_make_no_errors(tmp_path):
     site_dir = tmp_path / "site"
     script = (
         "import sys, json; sys.path[:0] = [{repo!r}, {tests!r}]\n"
-        "from pipeline.publishers.local import LocalSitePublisher\n"
+        "from pipeline.publishing.publishers.local import LocalSitePublisher\n"
         "from test_site import publish_n\n"
         "errors = []\n"
         "publish_n(LocalSitePublisher({site!r}, 'http://127.0.0.1:8765'), sys.argv[1], 30, errors)\n"

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.stats import parse_since
+from pipeline.views.stats import parse_since
 
 
 def stats(path, *args):

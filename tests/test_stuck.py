@@ -24,12 +24,12 @@ from stuck import StuckServer, wait_for_request
 from support import KEY_ENV, OFFLINE_API_BASE, REPO, write_config
 
 from pipeline import config as config_mod
-from pipeline import shutdown
+from pipeline.runtime import shutdown
 from pipeline.errors import ProviderUnavailableError
-from pipeline.events import RunObserver
-from pipeline.ledger import Ledger
-from pipeline.llm import ChatModel
-from pipeline.runner import run_once
+from pipeline.run.events import RunObserver
+from pipeline.ledger.writer import Ledger
+from pipeline.model.llm import ChatModel
+from pipeline.run.runner import run_once
 
 
 def write(directory: Path, api_base: str, model: str = "openai/x", extra: str = "", llm_extra: str = "") -> Path:
@@ -106,7 +106,7 @@ def test_the_run_deadline_ends_the_run_and_frees_the_channel(tmp_path, server, m
                                 extra="[agent]\nstep_deadline_s = 0\nrun_deadline_s = 1.5\n"))
     outcome = _in_thread(lambda: run_once(cfg))["value"]
     assert (outcome.status, outcome.exit_code) == ("timed_out", 124) and "run:" in outcome.error
-    from pipeline.locks import channel_lock
+    from pipeline.ledger.locks import channel_lock
 
     with channel_lock(cfg, "default"):  # released: the next cron run is not locked out
         pass
@@ -177,7 +177,7 @@ def test_a_second_signal_still_leaves_a_truthful_run_row(tmp_path, server):
 
 
 def test_force_finish_marks_this_process_runs_interrupted(tmp_path):
-    from pipeline.runner import _track, force_finish
+    from pipeline.run.runner import _track, force_finish
 
     ledger = Ledger(f"sqlite:///{tmp_path}/ledger.db")
     run = ledger.start_run("m")
@@ -188,7 +188,7 @@ def test_force_finish_marks_this_process_runs_interrupted(tmp_path):
 
 
 def test_a_stop_request_abandons_backoff_pauses(tmp_path, monkeypatch):
-    from pipeline import deadline
+    from pipeline.runtime import deadline
     from pipeline.errors import RunInterrupted
 
     stopped = threading.Event()
@@ -268,7 +268,7 @@ def test_checking_the_ledger_keeps_this_process_sqlite_locks(tmp_path):
     check opened and closed the file itself, another process could take the lock this connection
     still relies on (in WAL mode: delete the live WAL; the poller in test_daemon saw no rows at all).
     """
-    from pipeline import validate
+    from pipeline.run import validate
     db = tmp_path / "ledger.db"
     sqlite3.connect(db).executescript("CREATE TABLE t (x); INSERT INTO t VALUES (1);").close()
     (tmp_path / "topics.txt").write_text("A topic\n", encoding="utf-8")  # validate refuses a missing backlog

@@ -12,12 +12,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlmodel import select
 
-from pipeline.alerts import Alerter
+from pipeline.runtime.alerts import Alerter
 from pipeline.errors import TickAlreadyRun
-from pipeline.events import RunObserver
-from pipeline.ledger import Ledger
-from pipeline.models import Publication, Registration, Report, Run, Tick
-from pipeline.runner import run_once
+from pipeline.run.events import RunObserver
+from pipeline.ledger.writer import Ledger
+from pipeline.ledger.models import Publication, Registration, Report, Run, Tick
+from pipeline.run.runner import run_once
 
 LEDGER_BACKENDS = ("sqlite", "postgresql")
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
@@ -138,7 +138,7 @@ def test_a_delivery_that_finds_no_row_leaves_one(harness):
 
 
 def test_ledger_check_reports_ticks_with_no_outcome(harness):
-    from pipeline.ledger_check import check
+    from pipeline.ledger.check import check
 
     cfg = harness.config("honest")
     ledger = Ledger(cfg.ledger_url)
@@ -161,7 +161,7 @@ def test_ledger_check_reports_ticks_with_no_outcome(harness):
 
 def test_status_does_not_call_a_queued_first_tick_overdue(harness, monkeypatch):
     """A channel whose first tick waits in the queue is not overdue; one past overdue_after_s with no run is."""
-    from pipeline.status import channel_status
+    from pipeline.views.status import channel_status
 
     now = datetime.now(timezone.utc)
     # A cron deployment declared a day ago: ticks since then count (issue 25's rule), queued or not.
@@ -178,9 +178,9 @@ def test_status_does_not_call_a_queued_first_tick_overdue(harness, monkeypatch):
 
 
 def test_the_scheduler_lead_reads_as_a_daemon_on_a_host_and_says_the_daemon_runs():
-    from pipeline.locks import lead_label
-    from pipeline.status import EngineStatus
-    from pipeline.topology import _leader_text
+    from pipeline.ledger.locks import lead_label
+    from pipeline.views.status import EngineStatus
+    from pipeline.ops.topology import _leader_text
 
     since = datetime(2026, 12, 1, 21, 5, 3, tzinfo=timezone.utc)
     text, pid = _leader_text("pipeline daemon pid 812 on host-a", "10.0.0.5", since)

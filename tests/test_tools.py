@@ -6,8 +6,8 @@ from typing import Annotated
 
 import pytest
 
-from pipeline.registry import capabilities
-from pipeline.tools import Toolbox, ToolCall, capability
+from pipeline.tools.catalog import capabilities
+from pipeline.tools.toolbox import Toolbox, ToolCall, capability
 
 
 def test_six_capabilities_named_as_in_the_ledger():
@@ -71,7 +71,7 @@ def test_rejected_calls_are_recorded_and_explained(call, needle):
 def test_the_model_reads_the_shown_keys_of_a_success_and_every_key_of_an_error():
     import json
 
-    from pipeline.tools import ToolResult
+    from pipeline.tools.toolbox import ToolResult
 
     shown = ToolResult(True, {"report_id": 1, "report": "# long text"}, ("report_id",))
     assert json.loads(shown.content()) == {"ok": True, "report_id": 1}

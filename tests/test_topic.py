@@ -8,14 +8,14 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 from scenarios import scripted
 
-from capabilities.topic import backlog, feed, is_repeat, topic
+from pipeline.capabilities.topic import backlog, feed, is_repeat, topic
 from pipeline import config
-from pipeline.content import normalize_title
-from pipeline.ledger import Ledger
-from pipeline.models import Article, Publication, Topic
-from pipeline.prompts import Prompts
+from pipeline.text.content import normalize_title
+from pipeline.ledger.writer import Ledger
+from pipeline.ledger.models import Article, Publication, Topic
+from pipeline.tools.prompts import Prompts
 from pipeline.testing import ScriptedModel
-from pipeline.tools import RunContext
+from pipeline.tools.toolbox import RunContext
 
 ATOM = """<?xml version="1.0" encoding="utf-8"?>
 <feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>

@@ -9,7 +9,7 @@ import sys
 import pytest
 from support import KEY_ENV, write_config
 
-from pipeline import tracing
+from pipeline.runtime import tracing
 
 
 @pytest.fixture

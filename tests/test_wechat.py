@@ -10,19 +10,19 @@ from platforms import add_article, new_context, write_config
 from sqlmodel import select
 from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
-from capabilities.publish import publish
-from pipeline.claims import ClaimRules
+from pipeline.capabilities.publish import publish
+from pipeline.tools.claims import ClaimRules
 from pipeline.errors import (
     ConfigError,
     PlatformUnavailableError,
     PublicationFailed,
     PublicationSubmitted,
 )
-from pipeline.models import PlatformToken, Publication
-from pipeline.publishers import PublishOutcomeUnknown
-from pipeline.publishers.wechat import STATUS, article_html, cover_png
-from pipeline.recovery import recheck_published, recover_pending
-from pipeline.registry import lexicons
+from pipeline.ledger.models import PlatformToken, Publication
+from pipeline.publishing.publishers import PublishOutcomeUnknown
+from pipeline.publishing.publishers.wechat import STATUS, article_html, cover_png
+from pipeline.publishing.settle import recheck_published, recover_pending
+from pipeline.tools.catalog import lexicons
 
 
 @pytest.fixture
@@ -282,7 +282,7 @@ def test_the_body_is_the_html_the_platform_accepts(tmp_path):
 
 
 def test_the_sanitizer_drops_markup_the_platform_refuses():
-    from pipeline.publishers.wechat import _Sanitizer
+    from pipeline.publishing.publishers.wechat import _Sanitizer
 
     parser = _Sanitizer(lambda src: None)
     parser.feed('<p onclick="x()" style="color:red">hi <script>steal()</script><a href="javascript:x()">j</a>'
@@ -303,7 +303,7 @@ def test_the_guard_speaks_the_platforms_language():
 
 def test_a_run_ends_submitted_exit_9_and_the_next_run_registers_it(harness, wechat, monkeypatch):
     """Business state ends the run: a task still publishing is exit 9, and the next run finishes it."""
-    from pipeline.models import Registration, Run
+    from pipeline.ledger.models import Registration, Run
 
     monkeypatch.setenv(SECRET_ENV, SECRET)
     extra = '[publish]\ntarget = "wechat"\n' + wechat_config(wechat.base_url, poll_budget_s=0.05)

@@ -28,10 +28,10 @@ from sqlmodel import select
 from support import CrashWorker
 from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
-from capabilities.publish import publish
+from pipeline.capabilities.publish import publish
 from pipeline.errors import PublicationFailed
-from pipeline.models import Publication
-from pipeline.recovery import recover_pending
+from pipeline.ledger.models import Publication
+from pipeline.publishing.settle import recover_pending
 
 # Even, so that half the kills are resumed in-run and half by recovery.
 ITERATIONS = 2 * max(1, int(os.environ.get("PIPELINE_WECHAT_CRASH_ITERATIONS", "6")) // 2)

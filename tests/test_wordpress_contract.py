@@ -16,13 +16,13 @@ import pytest
 from platforms import SECRET_ENV, add_article, make_platform, new_context, write_config
 from sqlmodel import select
 
-from capabilities.publish import publish
-from pipeline.content import slugify
+from pipeline.capabilities.publish import publish
+from pipeline.text.content import slugify
 from pipeline.errors import ConfigError
-from pipeline.models import Article, Publication
-from pipeline.publishers import PublishOutcomeUnknown, get_publisher
-from pipeline.publishing import idempotency_key as _key
-from pipeline.publishing import slug_for as _slug
+from pipeline.ledger.models import Article, Publication
+from pipeline.publishing.publishers import PublishOutcomeUnknown, get_publisher
+from pipeline.publishing.publish import idempotency_key as _key
+from pipeline.publishing.publish import slug_for as _slug
 
 SCRIPT_TITLE = 'Builds <script>alert("x")</script> & "quotes" — 构建 🚀'
 
@@ -40,7 +40,7 @@ def ctx_for(tmp_path, server, **kw):
 
 
 def retitle(ctx, article, title: str):
-    from pipeline.content import content_hash
+    from pipeline.text.content import content_hash
 
     with ctx.ledger.write() as s:
         row = s.get(Article, article.id)
@@ -129,7 +129,7 @@ def test_the_marker_makes_no_empty_paragraph_and_keeps_the_key_off_the_public_pa
     article = add_article(ctx)
     result = publish.fn(ctx, article.id)
     body = re.search(r'<div class="entry-content">(.*?)</div>', public_page(result["url"]), re.S).group(1)
-    label, _, rest = body.lstrip().partition("</p>")  # the disclosure's line leads (pipeline.disclosure)
+    label, _, rest = body.lstrip().partition("</p>")  # the disclosure's line leads (pipeline.text.disclosure)
     assert label.startswith('<p class="ai-disclosure"')
     assert rest.lstrip().startswith("<p>Forty minutes.")  # then the article's own first paragraph
     key = _key(ctx.run_id, article)
@@ -298,7 +298,7 @@ password_env = "{SECRET_ENV['wordpress']}"
 @pytest.mark.slow  # seconds of timeouts and retries
 def test_the_next_run_registers_what_an_interrupted_run_published(harness, wp, monkeypatch):
     """Bug 7 / issue 14 item 5: published and verified, then SIGTERM before register; the next run completes it."""
-    from pipeline.models import Registration
+    from pipeline.ledger.models import Registration
 
     harness.config("honest", _wp_extra(wp))
     dead = new_context(harness.dir / "config.toml")

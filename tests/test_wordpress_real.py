@@ -25,13 +25,13 @@ from sqlmodel import select
 from support import KEY_ENV, REPO
 from support import write_config as llm_config
 
-from capabilities.publish import publish
-from pipeline.content import content_hash
+from pipeline.capabilities.publish import publish
+from pipeline.text.content import content_hash
 from pipeline.errors import ConfigError
-from pipeline.models import Article, Publication, Registration, Run
-from pipeline.publishers import PublishOutcomeUnknown
-from pipeline.publishers.wordpress import read_markers
-from pipeline.publishing import idempotency_key as _key
+from pipeline.ledger.models import Article, Publication, Registration, Run
+from pipeline.publishing.publishers import PublishOutcomeUnknown
+from pipeline.publishing.publishers.wordpress import read_markers
+from pipeline.publishing.publish import idempotency_key as _key
 
 pytestmark = pytest.mark.wordpress
 REQUIRED = os.environ.get("PIPELINE_REQUIRE_REAL_PLATFORMS") == "1"
@@ -122,7 +122,7 @@ def check_public_page(url: str, title: str) -> None:
     assert "<script" not in shown.lower()
     assert html.unescape(shown).replace("“", '"').replace("”", '"') == title  # wptexturize curls the quotes
     content = re.search(r'<div[^>]*wp-block-post-content[^>]*>(.*?)</div>', page, re.S).group(1).strip()
-    # The disclosure leads (pipeline.disclosure), its AIGC metadata in a data attribute kses keeps for every role.
+    # The disclosure leads (pipeline.text.disclosure), its AIGC metadata in a data attribute kses keeps for every role.
     label, _, content = content.partition("</p>")
     assert label.startswith('<p class="ai-disclosure" data-aigc="') and "This article was written by an AI" in label, label
     assert '&quot;Label&quot;:&quot;1&quot;' in label or '"Label":"1"' in html.unescape(label)
@@ -249,7 +249,7 @@ def test_pipeline_run_end_to_end_then_a_crashed_run_and_the_next_run(tmp_path, f
     proc, _ = _cli_run(config, env)  # the next run: marks it crashed, recovers, registers it, then its own run
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
-    from pipeline.ledger import Ledger
+    from pipeline.ledger.writer import Ledger
 
     ledger = Ledger(f"sqlite:///{tmp_path}/ledger.db")
     with ledger.read() as s:
@@ -274,7 +274,7 @@ def test_php_server_stopped_ends_the_run_fast_with_exit_6(tmp_path, fresh, fake_
     proc, took = _cli_run(config, {SECRET_ENV["wordpress"]: fresh.passwords["admin"]})
     assert proc.returncode == 6, proc.stdout + proc.stderr
     assert "platform unavailable" in proc.stderr
-    from pipeline.ledger import Ledger
+    from pipeline.ledger.writer import Ledger
 
     ledger = Ledger(f"sqlite:///{tmp_path}/ledger.db")
     run = ledger.runs(1)[0]

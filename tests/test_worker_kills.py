@@ -18,7 +18,7 @@ from services import broker_url
 from worker_kills import KEY_ENV, celery_config, count, daemon, done, recent_tick, wait, worker
 
 from pipeline import config as config_mod
-from pipeline.ledger import Ledger
+from pipeline.ledger.writer import Ledger
 
 LEASE_S = 6
 # One run on the scripted model (0.2 s a turn) plus a worker's start, on a loaded 2-core machine.
@@ -29,7 +29,7 @@ RUN_S = 60
 @pytest.mark.parametrize("kind", ["child", "worker"])
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_a_worker_killed_right_after_its_post_is_verified_leaves_one_post_and_one_registration(tmp_path, pg_url, broker, kind):
-    from pipeline.celery_engine import make_app, send_tick, workers_seen
+    from pipeline.ops.celery_engine import make_app, send_tick, workers_seen
 
     fake = FakeLLM(delay_s=0.2).start()
     path = celery_config(tmp_path, fake.api_base, pg_url, broker_url(broker), ["alpha"], lease_s=LEASE_S)

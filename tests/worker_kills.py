@@ -23,8 +23,8 @@ from pathlib import Path
 from sqlmodel import select
 from support import DRAFT_FOR_SCRIPTED_MODEL
 
-from pipeline.ledger import Ledger
-from pipeline.models import Publication, Registration, Tick
+from pipeline.ledger.writer import Ledger
+from pipeline.ledger.models import Publication, Registration, Tick
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -137,7 +137,7 @@ class TickCount:
 
 
 def count(ledger: Ledger, channel: str, tick: datetime) -> TickCount:
-    from pipeline.models import Run
+    from pipeline.ledger.models import Run
 
     with ledger.read() as s:
         row = s.exec(select(Tick).where(Tick.channel == channel, Tick.scheduled_for == tick)).first()

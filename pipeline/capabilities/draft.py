@@ -1,0 +1,518 @@
+"""draft: plan, then write. The model outlines and writes; the system assembles, checks and stores.
+
+1. An outline — title, a one-line thesis, ``[draft] sections`` sections each with its point —
+   JSON-schema constrained where the provider supports ``response_format`` (the local one does),
+   stored in ``outlines``. A repeat call on the same topic reuses it.
+2. The opening, each section and the closing, each in its own bounded call. Every call has the
+   same system turn (style + outline), so llama.cpp's slot cache reuses that prefix; the user turn
+   names the part, its length and the end of the previous part. (Plan-then-write is how STORM and
+   LongWriter's AgentWrite get long, organised text from models that stall when asked in one go.)
+3. A part cut by ``max_tokens`` is continued from its last full sentence (``[draft] continuations``
+   times), then rewritten: never trimmed back to a heading or a fragment. One that already has its
+   length in complete sentences ran on past what was asked: it ends at its last full sentence. A part
+   that breaks a rule (meta-text, an unfinished sentence, one paragraph for a section) is written
+   again, told why.
+4. A sentence said again (word for word, or all but a word) is deleted where it repeats; short of
+   the length floor, the shortest sections get one more paragraph each.
+5. ``pipeline.article.check`` on the assembled article. Each problem is traced to the part it is in
+   and only that part is written again, told which check failed (``REPAIR_ROUNDS``). Still failing,
+   nothing is stored and the step fails saying which check, where; passing, it is stored with its
+   checks and what was repaired.
+
+The tool takes a topic id and returns an article id: the model never retypes an article.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from string import Template
+from typing import Annotated, Any
+
+from pipeline.text import article as art
+from pipeline.tools.claims import Lexicon
+from pipeline.text.content import content_hash
+from pipeline.errors import CapabilityError
+from pipeline.tools.toolbox import RunContext, capability
+
+LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
+OUTLINE_ATTEMPTS = 3  # an unusable outline (cut off, meta-text, framing sections) is asked again, told why
+PART_ATTEMPTS = 2      # a part that breaks a rule is written once more, told why
+RAN_ON = 0.8          # a part cut at max_tokens with this share of its length in complete sentences is ended there
+REPAIR_ROUNDS = 2      # rounds of rewriting the parts a completeness check found a problem in
+EXTENSIONS = 6         # paragraphs added to short sections, at most, to reach the length floor (the embedded
+                       # model writes ~2/3 of a section's asked length: 584 and 629 words after three)
+TAIL = 160             # characters of the previous part shown to the next one
+# Model tokens per unit of length: English words (Qwen2.5 measured ~1.35) or Chinese characters (~0.7);
+# a part's budget is 1.6× its target so that it ends by itself, and the continuation handles the rest.
+TOKENS_PER_UNIT = {"en": 1.4, "zh": 0.75}
+
+# No minLength/maxLength on the strings: llama.cpp turns them into bounded repetitions in the grammar, which
+# cost time at every sampled token; lengths are checked after parsing instead (parse_outline).
+OUTLINE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "thesis": {"type": "string"},
+        "sections": {
+            "type": "array", "minItems": 3, "maxItems": 6,
+            "items": {
+                "type": "object",
+                "properties": {"heading": {"type": "string"}, "point": {"type": "string"}},
+                "required": ["heading", "point"], "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["title", "thesis", "sections"], "additionalProperties": False,
+}
+FRAME_HEADINGS = {"introduction", "intro", "conclusion", "conclusions", "summary", "overview", "final thoughts",
+                  "wrapping up", "引言", "前言", "简介", "介绍", "结论", "总结", "结语", "概述", "小结"}
+OUTLINE_MAX_TOKENS = 700  # English outlines measured 290-400 tokens on the embedded model; 400 cut two mid-JSON
+MAX_HEADING = 80  # characters; a longer one is a sentence, not a heading (the title is the topic's when off)
+
+
+LEXICON = Lexicon(
+    verbs=(
+        "(文章|正文|草稿|初稿|稿子)已(经)?(生成|完成|写好|撰写|写完)",
+        "已(生成|撰写|写好|写完)(了)?(文章|正文|草稿|初稿)",
+        r"\b(drafted|composed|authored)\b",
+        r"\bwrote the (first|initial) (version|cut)\b",
+        r"\bwrote (it|this|that|one) up\b",
+        r"\b(I|we) (have|'ve got|got) (a|the) draft\b",
+        r"\b(wrote|written|generated|produced|created|finished writing|finished|completed)\b(\s+\w+){0,3}?\s+(draft|article|post|piece)s?\b",
+        r"\b(draft|article|post|piece)s?(\s+#?\d+)?\s+(is |was |has been |have been )?"
+        r"(written|drafted|generated|ready|done|finished|complete|completed|saved|stored|in the ledger)\b",
+        r"\b(wrote|written|finished|completed|produced)\b(\s+\w+){0,3}?\s+(first|initial|rough) (pass|version|cut)\b",
+    ),
+    zh_step="初稿|草稿|正文|写作|撰写|(?<!改)写(好|完|出)|(文章|稿子)(已经?)?生成",
+    en_step=r"\bdrafts?\b|\bwriting\b",
+    zh_generic="写好|写完|写出|撰写",  # also says "written"/"sent" of a report
+)
+
+
+def prompt_name(base: str, language: str) -> str:
+    """``outline.md`` / ``outline.zh.md``: prompts are in the article's language."""
+    return f"{base}.zh.md" if language == "zh" else f"{base}.md"
+
+
+def _json_object(text: str) -> Any:
+    text = text.strip()
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise ValueError("no JSON object")
+    return json.loads(text[start:end + 1])
+
+
+def parse_outline(text: str) -> dict:
+    """The outline from the model's answer; ValueError saying what is wrong with it."""
+    data = _json_object(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    title, thesis, sections = (data.get(k) for k in ("title", "thesis", "sections"))
+    if not isinstance(title, str) or not title.strip() or not isinstance(thesis, str) or not thesis.strip():
+        raise ValueError("title and thesis must be non-empty strings")
+    if not isinstance(sections, list):
+        raise ValueError("sections must be a list")
+    clean = []
+    for s in sections:
+        if isinstance(s, dict) and str(s.get("heading", "")).strip() and str(s.get("point", "")).strip():
+            clean.append({"heading": _one_line(str(s["heading"])).lstrip("#").strip(), "point": _one_line(str(s["point"]))})
+    # The opening and the closing are written as their own parts: an "Introduction" or "Conclusion" section
+    # wrote them twice (seen on the embedded model: both, in one outline of four).
+    body = [s for s in clean if not frames(s["heading"])]
+    if len(body) >= 3:
+        clean = body
+    elif len(clean) >= 3:
+        raise ValueError("sections named Introduction or Conclusion are not sections: the opening and closing are "
+                         "written separately; give 3 to 6 sections about the subject")
+    if not 3 <= len(clean) <= 6:
+        raise ValueError(f"{len(clean)} usable sections; the outline needs 3 to 6")
+    title = _one_line(title).lstrip("#").strip()
+    for text in [thesis] + [s["point"] for s in clean]:
+        for rx, what in art._META:
+            m = rx.search(text)
+            if m:  # the thesis goes into every part's prompt: a thesis about the post gets the post written about itself
+                raise ValueError(f"the thesis and points must state claims about the subject, not {what} ('{m.group(0)}')")
+    if any(len(s["heading"]) > MAX_HEADING for s in clean):
+        raise ValueError(f"headings are at most {MAX_HEADING} characters")
+    return {"title": title, "thesis": _one_line(thesis), "sections": clean}
+
+
+def frames(heading: str) -> bool:
+    """An "Introduction", "Conclusion: …" or "夜间构建的结论" heading: the frame of an article, not a section of it."""
+    bare = _bare(heading)
+    return bare in FRAME_HEADINGS or bare.split(":")[0].split("：")[0].strip() in FRAME_HEADINGS or \
+        bool(re.search(r"(的)?(引言|结论|总结|结语|小结|概述)$", bare))
+
+
+def _one_line(s: str) -> str:
+    return " ".join(s.split())
+
+
+def _outline(ctx: RunContext, topic: Any) -> Any:
+    """The stored outline of this run's topic, made if there is none."""
+    from sqlmodel import select
+
+    from pipeline.model.probe import supports_json_schema
+    from pipeline.ledger.models import Outline
+
+    with ctx.ledger.read() as s:
+        found = s.exec(select(Outline).where(Outline.run_id == ctx.run_id, Outline.topic_id == topic.id)).first()
+    if found is not None:
+        return found
+    d = ctx.cfg.draft
+    prompt = ctx.prompts.render(prompt_name("outline", d.language), audience=d.audience, niche=ctx.cfg.topic.niche,
+                                title=topic.title, angle=topic.angle or "your choice", sections=d.sections)
+    constrained = supports_json_schema(ctx.llm, ctx.ledger)
+    fmt = ({"type": "json_schema", "json_schema": {"name": "article_outline", "schema": OUTLINE_SCHEMA, "strict": True}}
+           if constrained else None)
+    why = ""
+    retry = ctx.prompts.table(f"parts.{'zh' if d.language == 'zh' else 'en'}.toml")["retry"]
+    for _ in range(OUTLINE_ATTEMPTS):
+        ask = prompt if not why else f"{prompt}\n\n{Template(retry).substitute(why=why)}"
+        reply = ctx.llm.complete([{"role": "user", "content": ask}], response_format=fmt, max_tokens=OUTLINE_MAX_TOKENS)
+        try:
+            plan = parse_outline(reply.text)
+            break
+        except ValueError as exc:
+            why = str(exc)
+            if reply.finish_reason == "length":  # a cut JSON object fails to parse; say why it was cut
+                why = f"the answer was cut off at {OUTLINE_MAX_TOKENS} tokens: keep each point to one short sentence"
+    else:
+        raise CapabilityError(f"the outline for topic {topic.id} was unusable ({why}); call draft again")
+    if not art.on_topic(plan["title"], topic.title, d.language):
+        plan["title"] = topic.title  # the article is about the topic; a model's off-topic title is not kept
+    row = Outline(run_id=ctx.run_id, topic_id=topic.id, language=d.language, title=plan["title"],
+                  thesis=plan["thesis"], sections_json=json.dumps(plan["sections"], ensure_ascii=False),
+                  constrained=constrained)
+    with ctx.ledger.write() as s:
+        s.add(row)
+    return row
+
+
+_LABEL = re.compile(r"^\s*(\*\*)?(opening|closing|conclusion|introduction|section \d+|开头|结尾|第.节)(\*\*)?\s*[:：]\s*",
+                    re.IGNORECASE)
+
+
+def clean_part(text: str) -> str:
+    """The part's prose: no code-fence wrapper, no headings (the system writes them), no 'Section 2:' label."""
+    text = text.strip()
+    fence = re.match(r"^```(?:markdown|md)?\s*\n(.*?)\n?```$", text, re.DOTALL)
+    if fence:
+        text = fence.group(1).strip()
+    lines = [ln for ln in text.splitlines() if not re.match(r"^\s*#{1,6}\s", ln)]
+    text = _LABEL.sub("", "\n".join(lines).strip())
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+sentences = art.sentences
+
+
+def paragraphs(text: str) -> list[str]:
+    return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+def split_paragraph(text: str, language: str) -> list[str]:
+    """One long paragraph as two, at the sentence boundary nearest its middle (a section needs two)."""
+    ss = sentences(text)
+    if len(ss) < 4:
+        return [text]
+    total, run, cut = sum(len(s) for s in ss), 0, 1
+    for i, s in enumerate(ss[:-1], 1):
+        run += len(s)
+        if run >= total / 2:
+            cut = i
+            break
+    joiner = "" if language == "zh" else " "
+    return [joiner.join(ss[:cut]).strip(), joiner.join(ss[cut:]).strip()]
+
+
+def trim_to_sentence(text: str) -> str:
+    """The text up to its last complete sentence ("" when it has none)."""
+    text = text.rstrip()
+    if art.complete_sentence(text):
+        return text
+    cut = max(text.rfind(m) for m in ("。", "！", "？", ". ", "! ", "? ", ".\n", "!\n", "?\n", ".\"", "。”"))
+    return text[: cut + 1].rstrip() if cut > 0 else ""
+
+
+def join_continuation(kept: str, more: str, language: str) -> str:
+    if not kept:
+        return more
+    if not more:
+        return kept
+    if more.startswith(("\n",)) or "\n\n" in more[:2]:
+        return f"{kept}\n\n{more.strip()}"
+    return kept + ("" if language == "zh" else " ") + more.strip()
+
+
+def part_problems(text: str, language: str, min_paragraphs: int) -> list[str]:
+    """The rules one part breaks (the same rules the whole article is checked against)."""
+    why = []
+    if not text.strip():
+        return ["it was empty"]
+    for rx, what in art._META:
+        m = rx.search(text)
+        if m:
+            why.append(f"it contains {what} ('{m.group(0)[:40]}'); write about the subject only")
+            break
+    if not art.complete_sentence(text):
+        why.append("it ends mid-sentence")
+    if len(paragraphs(text)) < min_paragraphs:
+        why.append(f"it needs at least {min_paragraphs} paragraphs separated by a blank line")
+    return why
+
+
+class Writer:
+    """Writes the parts of one article: same system turn each time, bounded calls, continuation.
+
+    The parts (opening, one body per section, closing) are kept apart until the end, so that a
+    completeness problem found in the assembled article is traced to the part it is in and only
+    that part is written again (``repair``), told which check failed and why.
+    """
+
+    def __init__(self, ctx: RunContext, outline: Any) -> None:
+        self.ctx, self.d = ctx, ctx.cfg.draft
+        self.language = self.d.language
+        self.title = outline.title
+        self.sections = json.loads(outline.sections_json)
+        listed = "\n".join(f"{i}. {s['heading']}: {s['point']}" for i, s in enumerate(self.sections, 1))
+        self.system = ctx.prompts.render(prompt_name("section", self.language), audience=self.d.audience,
+                                         style=self.d.style, title=outline.title, thesis=outline.thesis, sections=listed)
+        self.asks = ctx.prompts.table(f"parts.{'zh' if self.language == 'zh' else 'en'}.toml")
+        self.log: list[dict] = []
+        self.repairs: list[dict] = []
+        target = self.d.target()
+        self.opening_n, self.closing_n = max(40, target // 8), max(30, target // 10)
+        self.per_section = max(60, (target - self.opening_n - self.closing_n) // len(self.sections))
+        self.opening, self.closing = "", ""
+        self.bodies: list[str] = [""] * len(self.sections)
+
+    def ask(self, key: str, **values: Any) -> str:
+        return Template(self.asks[key]).substitute({k: str(v) for k, v in values.items()}).strip()
+
+    def budget(self, units: int) -> int:
+        return int(units * TOKENS_PER_UNIT[self.language] * 1.6) + 40
+
+    def call(self, user: str, units: int) -> tuple[str, bool]:
+        reply = self.ctx.llm.complete([{"role": "system", "content": self.system}, {"role": "user", "content": user}],
+                                      max_tokens=self.budget(units))
+        cut = reply.finish_reason == "length"
+        self.log.append({"tokens": reply.completion_tokens, "cut": cut})
+        return drop_heading_lines(clean_part(reply.text), [self.title] + [s["heading"] for s in self.sections]), cut
+
+    def write(self, user: str, units: int, min_paragraphs: int, name: str, why: str = "") -> str:
+        """One part: continued while cut, rewritten when it still breaks a rule (told why)."""
+        text = ""
+        for attempt in range(PART_ATTEMPTS):
+            ask = user if not why else f"{user}\n\n{self.ask('retry', why=why)}"
+            text, cut = self.call(ask, units)
+            for _ in range(self.d.continuations):
+                if not cut:
+                    break
+                kept = trim_to_sentence(text)
+                if art.prose_length(kept, self.language) >= RAN_ON * units:
+                    # It wrote what was asked and ran on past it (the embedded model's sections did, three
+                    # continuations deep): its last complete sentence ends the part, nothing asked for is lost.
+                    paras = paragraphs(kept)
+                    if len(paras) < min_paragraphs:
+                        paras = [q for p in paras for q in split_paragraph(p, self.language)]
+                    if len(paras) >= min_paragraphs:
+                        text, cut = "\n\n".join(paras), False
+                        break
+                left = max(units - art.prose_length(kept, self.language), units // 3)
+                more, cut = self.call(f"{user}\n\n{self.ask('continue', so_far=kept, words=left)}", left)
+                text = join_continuation(kept, more, self.language)
+            problems = (["it was cut off by the length limit"] if cut else []) + \
+                part_problems(text, self.language, min_paragraphs)
+            if min_paragraphs > 1 and len(paragraphs(text)) < min_paragraphs and not cut:
+                parts = [q for p in paragraphs(text) for q in split_paragraph(p, self.language)]
+                if len(parts) >= min_paragraphs:
+                    text = "\n\n".join(parts)
+                    problems = part_problems(text, self.language, min_paragraphs)
+            self.log[-1].update({"part": name, "attempt": attempt + 1, "problems": problems})
+            if not problems:
+                return text
+            why = "; ".join(problems)
+        return text  # the article's check names what is still wrong, and where
+
+    # --- the parts, by name: "opening", "section 1" … "section N", "closing" --------------------
+
+    def part_names(self) -> list[str]:
+        return ["opening"] + [f"section {i}" for i in range(1, len(self.sections) + 1)] + ["closing"]
+
+    def write_part(self, name: str, why: str = "") -> None:
+        if name == "opening":
+            self.opening = self.write(self.ask("opening", words=self.opening_n), self.opening_n, 1, name, why)
+        elif name == "closing":
+            tail = next((b for b in reversed(self.bodies) if b), self.opening)
+            self.closing = self.write(self.ask("closing", words=self.closing_n, tail=_tail(tail)), self.closing_n, 1,
+                                      name, why)
+        else:
+            k = int(name.split()[1]) - 1
+            s, tail = self.sections[k], (self.bodies[k - 1] if k else self.opening)
+            self.bodies[k] = self.write(self.ask("section", number=k + 1, count=len(self.sections), heading=s["heading"],
+                                                 point=s["point"], words=self.per_section, tail=_tail(tail)),
+                                        self.per_section, 2, name, why)
+
+    def extend(self) -> None:
+        """Short of the length floor: the shortest sections get one more paragraph each (bounded)."""
+        floor = self.d.min_length()
+        for _ in range(EXTENSIONS):
+            if art.body_length(self.body(), self.language) >= floor:
+                return
+            k = min(range(len(self.bodies)), key=lambda j: art.prose_length(self.bodies[j], self.language))
+            n = self.per_section // 2
+            more = self.write(self.ask("extend", heading=self.sections[k]["heading"], so_far=self.bodies[k], words=n),
+                              n, 1, f"section {k + 1}, one more paragraph")
+            if more and not part_problems(more, self.language, 1):
+                self.bodies[k] = f"{self.bodies[k]}\n\n{more}"
+
+    def article(self) -> tuple[str, list[str]]:
+        for name in self.part_names():
+            self.write_part(name)
+        self.drop_repeats()
+        self.extend()
+        self.drop_repeats()
+        return self.body(), [s["heading"] for s in self.sections]
+
+    def drop_repeats(self) -> None:
+        """A sentence said earlier in the article (word for word, or all but a word) is deleted where it is said again.
+
+        The embedded model repeats itself across parts (each part sees the outline and the end of the one
+        before, not the whole article): one run said "The implementation of these fixes was a significant
+        step forward …" four times. A repeat adds nothing for a reader, so the system removes it; a section
+        left too thin by that fails its check and is written again."""
+        said = art.SaidBefore(self.language)
+        joiner = "" if self.language == "zh" else " "
+
+        def without(text: str, name: str) -> str:
+            out, changed = [], False
+            for p in paragraphs(text):
+                kept = []
+                for sentence in art.sentences(p):
+                    if said.repeated(sentence) is not None:
+                        self.repairs.append({"part": name, "dropped": sentence[:120]})
+                        changed = True
+                        continue
+                    said.add(sentence, 0)
+                    kept.append(sentence)
+                if kept:
+                    out.append(joiner.join(kept) if len(kept) < len(art.sentences(p)) else p)
+            return "\n\n".join(out) if changed else text
+
+        self.opening = without(self.opening, "opening")
+        self.bodies = [without(b, f"section {k}") for k, b in enumerate(self.bodies, 1)]
+        self.closing = without(self.closing, "closing")
+
+    def repair(self, problems: list[art.Problem]) -> bool:
+        """Write again each part a problem is in, told which check failed, and lengthen a short article;
+        False when that changed nothing."""
+        before = self.body()
+        by_part: dict[str, list[art.Problem]] = {}
+        for p in problems:
+            name = self.part_at(p.line)
+            if name is not None:
+                by_part.setdefault(name, []).append(p)
+        for name, found in by_part.items():
+            why = "; ".join(f"{p.check}: {p.message}" for p in found)
+            self.repairs.append({"part": name, "why": why})
+            self.write_part(name, why)
+        if by_part:
+            self.drop_repeats()
+        self.extend()  # short of the floor (a problem no part owns), or made shorter by the repairs
+        return self.body() != before
+
+    def spans(self) -> list[tuple[str, int, int]]:
+        """Each part's first and last line in the assembled body (a section's includes its heading)."""
+        out, line = [], 1
+        pieces = [("opening", self.opening)] + [(f"section {i}", f"## {s['heading']}\n\n{b}".rstrip())
+                                                for i, (s, b) in enumerate(zip(self.sections, self.bodies, strict=True), 1)]
+        pieces.append(("closing", self.closing))
+        for name, text in pieces:
+            if not text.strip():
+                continue
+            n = text.count("\n") + 1
+            out.append((name, line, line + n - 1))
+            line += n + 1  # the blank line between parts
+        return out
+
+    def part_at(self, line: int) -> str | None:
+        if line <= 0:
+            return None
+        return next((name for name, first, last in self.spans() if first <= line <= last), None)
+
+    def body(self) -> str:
+        out = [self.opening]
+        for s, body in zip(self.sections, self.bodies, strict=True):
+            out += [f"## {s['heading']}", body]
+        out.append(self.closing)
+        return "\n\n".join(x for x in out if x.strip())
+
+
+def drop_heading_lines(text: str, headings: list[str]) -> str:
+    """A part's stray heading lines: the model sometimes repeats the next section's heading (or the title)
+    as a bare line at the end of a part; the system writes headings itself, so such a line is not prose."""
+    names = {_bare(h) for h in headings if _bare(h)}
+    kept = [ln for ln in text.splitlines() if not (ln.strip() and _bare(ln) in names)]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def _bare(line: str) -> str:
+    """A line as a heading would read: no markup, numbering, label or closing colon; lower case."""
+    line = re.sub(r"^\s*(#+|\*\*|\d+[.)、]|section \d+[:.]?|第.节[:：]?)\s*", "", line.strip(), flags=re.IGNORECASE)
+    return line.strip(" *_:：.。").casefold()
+
+
+def _tail(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat[-TAIL:]
+
+
+@capability(order=20, fact="article_id", lexicon=LEXICON)
+def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by topic."]) -> dict:
+    """Write the article for a topic (an outline, then each section). Returns the draft's article_id, title and length."""
+    from sqlmodel import select
+
+    from pipeline.ledger.models import Article, Topic
+
+    with ctx.ledger.read() as s:
+        t = s.get(Topic, topic_id)
+        existing = s.exec(select(Article).where(Article.topic_id == topic_id, Article.kind == "draft",
+                                                Article.run_id == ctx.run_id)).first()
+    if t is None or t.run_id != ctx.run_id:
+        raise CapabilityError(f"no topic {topic_id} in this run; call topic first and pass its topic_id")
+    d = ctx.cfg.draft
+    if existing:
+        return {"article_id": existing.id, "title": existing.title,
+                art.unit(d.language): art.body_length(existing.body, d.language), "reused": True}
+    outline = _outline(ctx, t)
+    writer = Writer(ctx, outline)
+    body, _ = writer.article()
+    title = outline.title
+
+    def checked(body: str) -> list[art.Problem]:
+        return art.check(title, body, topic=t.title, language=d.language, min_length=d.min_length(),
+                         max_length=d.max_length(), thesis=outline.thesis)
+
+    problems = checked(body)
+    # A failing part is written again, told why, rather than the whole draft (which cost a full second draft).
+    for _ in range(REPAIR_ROUNDS):
+        if not problems or not writer.repair(problems):
+            break
+        body = writer.body()
+        problems = checked(body)
+    if problems:
+        shown = "; ".join(str(p) for p in problems[:6])
+        raise CapabilityError(f"the draft for topic {topic_id} failed the completeness checks: {shown}. "
+                              "Nothing was stored; call draft again to rewrite it")
+    checks = art.report(problems, title, body, d.language)
+    checks["calls"] = writer.log
+    checks["repairs"] = writer.repairs
+    with ctx.ledger.write() as s:
+        row = Article(run_id=ctx.run_id, topic_id=topic_id, kind="draft", title=title, body=body,
+                      language=d.language, content_hash=content_hash(title, body), outline_id=outline.id,
+                      checks_json=json.dumps(checks, ensure_ascii=False))
+        s.add(row)
+    return {"article_id": row.id, "title": title, art.unit(d.language): checks["length"],
+            "sections": len(writer.sections), "checks": "passed"}

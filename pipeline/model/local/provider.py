@@ -1,0 +1,277 @@
+"""``local/…`` and ``local-raw/…`` as litellm providers: the embedded model behind the normal call.
+
+The pipeline talks to every model through ``litellm.completion``; registering a
+``CustomLLM`` keeps that single path (retries, ledger, guard) for the local model
+too. llama.cpp runs in-process through ``xllamacpp.Server``, loaded once per
+process on first use (it also opens an HTTP listener: 127.0.0.1, a port the OS
+picks, a random API key; nothing here uses it).
+
+    local/qwen2.5-coder-1.5b       tools are turned into one JSON schema (see ``pipeline.model.constrained``)
+                                   and the reply back into ``tool_calls``: reliable tool use
+    local-raw/qwen2.5-coder-1.5b   tools go to the chat template unconstrained: the model
+                                   mostly answers in prose, the failure the guard exists for
+
+Requests without tools (drafting, humanizing) are plain chat completions in both.
+
+Speculative decoding (a 0.5B draft model, ``server_params(path, draft=…)``) stays off: it is enabled
+only once ``bench/bench_speculative.py`` measures it faster on this 2-core target, which it has not yet.
+Errors a person must fix (weights or runtime not installed) are raised as
+``litellm.BadRequestError``, which ``ChatModel`` does not retry; anything else
+litellm would report as a retryable connection error.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..constrained import (
+    constrained_response_format,
+    decision_messages,
+    parse_constrained,
+)
+from ...runtime import shutdown
+from ...errors import ConfigError
+from . import assets
+
+MODEL = "qwen2.5-coder-1.5b"
+PROVIDERS = {"local": True, "local-raw": False}  # provider -> constrained
+N_CTX = 8192
+# A decision is ~20 tokens; the cap only bounds a runaway final answer.
+DECISION_MAX_TOKENS = 384
+_PASSTHROUGH = ("temperature", "top_p", "max_tokens", "stop", "seed")
+
+_lock = threading.Lock()
+_server: Any = None
+_data_dir = Path("var")
+
+
+def register_local_provider(data_dir: str | os.PathLike[str] | None = None) -> None:
+    """Make ``local/…`` and ``local-raw/…`` model strings work in ``litellm.completion``.
+
+    Idempotent and cheap (no model load; imports litellm only if the caller has
+    not). ``data_dir`` is where ``models/<gguf>`` is assembled; default ``./var``.
+    """
+    global _data_dir
+    if data_dir is not None:
+        _data_dir = Path(data_dir)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    present = {item.get("provider") for item in litellm.custom_provider_map}
+    for provider, constrained in PROVIDERS.items():
+        if provider not in present:
+            litellm.custom_provider_map.append({"provider": provider, "custom_handler": _handler(provider, constrained)})
+
+
+def prepare(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Check the runtime is installed and the weights assembled (assembling them if not).
+
+    For callers that want a ConfigError (exit 2) and the progress bar before the
+    first, timed, model call; the provider does the same lazily.
+    """
+    try:
+        import xllamacpp  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"local model: the llama.cpp runtime (xllamacpp) is not installed; run: {assets.INSTALL_HINT}") from None
+    return assets.model_path(Path(data_dir) if data_dir is not None else _data_dir)
+
+
+def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_tokens: int = -1,
+                  draft: Path | None = None) -> Any:
+    """llama.cpp's parameters for the embedded model: the in-process provider's, the real-server test tier's
+    (``tests/llamaserver.py``: the same server over its OpenAI-compatible HTTP listener) and
+    ``bench/bench_speculative.py``'s (``draft``: a smaller model for speculative decoding)."""
+    import xllamacpp
+
+    p = xllamacpp.CommonParams()
+    p.model.path = str(path)
+    p.n_ctx = N_CTX
+    # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
+    # cached prompt it shares most), so a drafting call in between does not evict its prefix.
+    p.n_parallel = 2
+    p.cache_prompt = True
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    for cpu in (p.cpuparams, p.cpuparams_batch):
+        cpu.n_threads = threads
+        # Busy-polling workers starve each other on small VMs: measured 0.6 tok/s with
+        # the default poll=50 against 20 tok/s with 0, on 2 cores.
+        cpu.poll = 0
+    # xllamacpp always opens an HTTP listener; keep it local, on a free port, and locked
+    # with a key (in-process calls bypass it: measured 401 over HTTP).
+    p.hostnames = ["127.0.0.1"]
+    p.port = port
+    p.api_keys = [api_key or secrets.token_hex(16)]
+    p.n_predict = max_tokens  # the server's cap on any one reply (-1: none)
+    p.ui = False
+    p.endpoint_slots = False
+    p.verbosity = -1  # llama.cpp logs would interleave with the CLI's own output
+    if draft is not None:
+        spec = p.speculative
+        spec.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+        spec.draft.mparams.path = str(draft)
+        for cpu in (spec.draft.cpuparams, spec.draft.cpuparams_batch):
+            cpu.n_threads, cpu.poll = p.cpuparams.n_threads, 0
+    return p
+
+
+def _load() -> Any:
+    global _server
+    with _lock:
+        if _server is not None:
+            return _server
+        import xllamacpp
+
+        _server = xllamacpp.Server(server_params(prepare()))  # a key nobody holds
+        atexit.register(_close)
+        return _server
+
+
+def _close() -> None:
+    # Drop the server before interpreter teardown so its threads are joined in order.
+    global _server
+    _server = None
+
+
+def _request(messages: list[dict[str, Any]], params: dict[str, Any], constrained: bool) -> tuple[dict, bool]:
+    """The llama.cpp request for one call, and whether its reply is in the JSON protocol."""
+    req: dict[str, Any] = {k: params[k] for k in _PASSTHROUGH if params.get(k) is not None}
+    tools = params.get("tools")
+    tool_choice = params.get("tool_choice") or "auto"
+    if tools and constrained and tool_choice != "none":
+        req["messages"] = decision_messages(messages, tools)
+        req["response_format"] = constrained_response_format(tools, tool_choice)
+        req.setdefault("max_tokens", DECISION_MAX_TOKENS)
+        return req, True
+    req["messages"] = messages
+    if tools:
+        req["tools"], req["tool_choice"] = tools, tool_choice
+    if params.get("response_format"):
+        req["response_format"] = params["response_format"]
+    return req, False
+
+
+def _timeout_ms(timeout: Any) -> int | None:
+    """litellm's ``timeout`` (seconds, or an httpx.Timeout) as milliseconds."""
+    if isinstance(timeout, (int, float)) and timeout > 0:
+        return max(1, int(timeout * 1000))
+    read = getattr(timeout, "read", None)
+    return max(1, int(read * 1000)) if isinstance(read, (int, float)) and read > 0 else None
+
+
+class Stopped(Exception):
+    """A stop request (SIGTERM) cut the decode off; its partial text is never a reply."""
+
+
+def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[str, Any]:
+    """One chat completion, streamed so that it can be cut off between two tokens.
+
+    At ``limit_ms`` the reply ends there with ``finish_reason`` "length", as at max_tokens: what
+    llama.cpp's own ``t_max_predict_ms`` means, except that it fires only after a newline, and a
+    constrained decision is one line of JSON, so an abandoned decision kept the cores busy up to
+    its max_tokens (measured: 10 s for 300 tokens under a 2 s limit). A stop request raises.
+    """
+    stop_at = None if limit_ms is None else time.monotonic() + limit_ms / 1000
+    content: list[str] = []
+    state: dict[str, Any] = {"finish_reason": None, "usage": None, "error": None, "stopped": False, "cut": False}
+
+    def on_chunk(chunk: dict[str, Any]) -> bool:
+        if chunk.get("error"):
+            state["error"] = chunk["error"]
+            return True
+        for choice in chunk.get("choices") or []:
+            if text := (choice.get("delta") or {}).get("content"):
+                content.append(text)
+            state["finish_reason"] = choice.get("finish_reason") or state["finish_reason"]
+        state["usage"] = chunk.get("usage") or state["usage"]
+        if shutdown.requested():
+            state["stopped"] = True
+        elif stop_at is not None and time.monotonic() >= stop_at and state["finish_reason"] is None:
+            state["cut"] = True
+            state["finish_reason"] = "length"
+        return state["stopped"] or state["cut"]
+
+    returned = server.handle_chat_completions({**req, "stream": True, "stream_options": {"include_usage": True}},
+                                              on_chunk)
+    if isinstance(returned, dict) and returned.get("error"):
+        state["error"] = returned["error"]
+    if state["error"] is not None:
+        return {"error": state["error"]}
+    if state["stopped"]:
+        raise Stopped("a stop was requested")
+    # Cut off early, llama.cpp sends no usage: count the pieces streamed (one token each).
+    usage = state["usage"] or {"prompt_tokens": 0, "completion_tokens": len(content)}
+    return {"choices": [{"message": {"role": "assistant", "content": "".join(content)},
+                         "finish_reason": state["finish_reason"] or "length"}], "usage": usage}
+
+
+def _handler(provider: str, constrained: bool) -> Any:
+    import litellm
+    from litellm.types.utils import (
+        ChatCompletionMessageToolCall,
+        Function,
+        Message,
+        Usage,
+    )
+
+    class LocalLLM(litellm.CustomLLM):
+        def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict, model_response: Any,
+                       print_verbose: Any, encoding: Any, api_key: Any, logging_obj: Any, optional_params: dict,
+                       acompletion: Any = None, litellm_params: Any = None, logger_fn: Any = None, headers: Any = None,
+                       timeout: Any = None, client: Any = None) -> Any:
+            # api_key and api_base are ignored: no network. ``timeout`` (ChatModel passes what is left of
+            # the call's, step's and run's deadlines) becomes llama.cpp's limit on generation time, so an
+            # abandoned decode stops on its own instead of holding the cores.
+            if model != MODEL:
+                raise litellm.BadRequestError(message=f"unknown local model {model!r}; available: {provider}/{MODEL}",
+                                              model=model, llm_provider=provider)
+            try:
+                server = _load()
+            except ConfigError as exc:
+                raise litellm.BadRequestError(message=str(exc), model=model, llm_provider=provider) from None
+            req, json_protocol = _request(messages, optional_params, constrained)
+            limit_ms = _timeout_ms(timeout)
+            if "tools" in req:  # llama.cpp's own tool calls arrive whole only unstreamed; its limit is the best there is
+                if limit_ms:
+                    req["t_max_predict_ms"] = limit_ms
+                resp = server.handle_chat_completions(req)
+            else:
+                try:
+                    resp = _generate(server, req, limit_ms)
+                except Stopped as exc:  # the run is being interrupted: no reply, and the cores are free
+                    raise litellm.Timeout(message=f"local model: {exc}", model=model, llm_provider=provider) from None
+            if "choices" not in resp:
+                err = resp.get("error", resp)
+                text = err.get("message", json.dumps(err))[:300] if isinstance(err, dict) else str(err)[:300]
+                code = err.get("code", 500) if isinstance(err, dict) else 500
+                cls = litellm.BadRequestError if code == 400 else litellm.InternalServerError
+                raise cls(message=f"llama.cpp: {text}", model=model, llm_provider=provider)
+            choice = resp["choices"][0]
+            msg = choice.get("message") or {}
+            finish = choice.get("finish_reason")
+            content, calls = msg.get("content"), msg.get("tool_calls") or []
+            if json_protocol:
+                content, calls = parse_constrained(content or "")
+                if calls:
+                    finish = "tool_calls"
+            model_response.choices[0].message = Message(
+                role="assistant", content=content or None,
+                tool_calls=[ChatCompletionMessageToolCall(id=c.get("id") or f"call_{i}", type="function",
+                                                          function=Function(**c["function"]))
+                            for i, c in enumerate(calls)] or None,
+            )
+            model_response.choices[0].finish_reason = finish
+            model_response.model = f"{provider}/{Path(assets.FILENAME).stem}"
+            usage = resp.get("usage") or {}
+            model_response.usage = Usage(prompt_tokens=usage.get("prompt_tokens", 0),
+                                         completion_tokens=usage.get("completion_tokens", 0),
+                                         total_tokens=usage.get("total_tokens", 0))
+            return model_response
+
+    return LocalLLM()

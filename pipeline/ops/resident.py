@@ -1,0 +1,51 @@
+"""What a long-lived process keeps across runs: one model client and one ledger per configuration.
+
+A daemon's pool worker or a Celery worker runs many channels; loading the model (the embedded
+one is hundreds of MB) or opening a ledger (engine, pool, schema check) once per process instead
+of once per run is most of what makes a scheduled run cheap.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..ledger.writer import Ledger
+    from ..model.llm import ChatModel
+
+_lock = threading.Lock()
+_models: dict[tuple[str, str | None, str | None], ChatModel] = {}
+_ledgers: dict[str, Ledger] = {}
+
+
+def model_for(cfg: Config) -> ChatModel:
+    from ..model.llm import ChatModel
+
+    key = (cfg.llm.model, cfg.llm.api_base, cfg.llm.api_key_env)
+    with _lock:
+        if key not in _models:
+            _models[key] = ChatModel(cfg.llm, data_dir=cfg.state_dir)
+        return _models[key]
+
+
+def ledger_for(cfg: Config) -> Ledger:
+    from ..ledger.writer import Ledger
+
+    with _lock:
+        if cfg.ledger_url not in _ledgers:
+            _ledgers[cfg.ledger_url] = Ledger.of(cfg)
+        return _ledgers[cfg.ledger_url]
+
+
+def checkpoint_all() -> None:
+    """Fold each open SQLite ledger's WAL back into its file (a worker stopping, or between runs): a copy
+    of ``ledger.db`` or an immutable reader then sees every row. Never raises: it is housekeeping."""
+    with _lock:
+        ledgers = list(_ledgers.values())
+    for ledger in ledgers:
+        try:
+            ledger.checkpoint()
+        except Exception:  # a ledger that cannot be reached now is checkpointed next time
+            pass

@@ -1,0 +1,148 @@
+"""Redaction: no configured secret is ever stored, printed, alerted or logged.
+
+Remote systems echo what they were sent (a proxy's 401 body quoting the API
+key, an exception naming a URL with its token), so secrets are removed where
+text *leaves* the process's memory rather than where it is produced:
+
+* the ledger: a ``before_flush`` hook on every session (``pipeline.ledger.writer``);
+* logs: ``LogFilter`` on the CLI's and daemon's handlers;
+* terminal output and alerts: ``shown()`` / ``scrub()`` at the print and post;
+* tool results sent back to the model (which could otherwise write them into an article).
+
+The secrets are the *values* the config points at: the variables named by
+``api_key_env``, ``password_env``, ``admin_key_env``, ``secret_env`` and
+``webhook_url_env``, the configured webhook and ping URLs themselves, and the
+token-like parts of those URLs (query values, long path segments, passwords).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit
+
+from .untrusted import visible
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+MARK = "«redacted»"
+# Shorter values would match ordinary text everywhere ("a", "1234"); no real secret is this short.
+MIN_LEN = 6
+
+_lock = threading.Lock()
+_secrets: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+
+
+def add(*values: str | None) -> None:
+    """Treat each value as a secret from now on (for the rest of the process)."""
+    global _pattern
+    new = {v for v in values if isinstance(v, str) and len(v.strip()) >= MIN_LEN} - _secrets
+    if not new:
+        return
+    with _lock:
+        _secrets.update(new)
+        # Longest first, so a URL is replaced whole before the token inside it.
+        _pattern = re.compile("|".join(re.escape(s) for s in sorted(_secrets, key=len, reverse=True)))
+
+
+def clear() -> None:
+    """Forget every secret (tests)."""
+    global _pattern
+    with _lock:
+        _secrets.clear()
+        _pattern = None
+
+
+def scrub(text: object) -> str:
+    """``text`` with every known secret replaced by the marker."""
+    s = text if isinstance(text, str) else str(text)
+    pattern = _pattern
+    return s if pattern is None else pattern.sub(MARK, s)
+
+
+def scrub_opt(text: str | None) -> str | None:
+    return None if text is None else scrub(text)
+
+
+def shown(text: object) -> str:
+    """For plain (non-markup) display: secrets removed, control characters and bidi marks visible."""
+    return visible(scrub(text))
+
+
+def _url_parts(url: str) -> list[str]:
+    """A URL and the parts of it that are tokens: query values, long path segments, a password."""
+    if not url:
+        return []
+    parts = [url]
+    try:
+        split = urlsplit(url)
+    except ValueError:
+        return parts
+    if split.password:
+        parts.append(split.password)
+    parts += [v for _, v in parse_qsl(split.query) if len(v) >= 8]
+    # Slack /services/T…/B…/<token>, Feishu /hook/<uuid>, healthchecks /<uuid>: long mixed segments.
+    parts += [seg for seg in split.path.split("/") if len(seg) >= 16 and re.search(r"\d", seg) and re.search(r"[A-Za-z]", seg)]
+    return parts
+
+
+def from_config(cfg: Config, environ: dict[str, str] | None = None) -> None:
+    """Register every secret ``cfg`` names (and its channels' overrides)."""
+    env = os.environ if environ is None else environ
+
+    def var(name: str) -> str | None:
+        return env.get(name) if name else None
+
+    values: list[str | None] = [var(cfg.llm.api_key_env)]
+    pub = cfg.publish
+    values.append(var(pub.wordpress.password_env))
+    ghost = var(pub.ghost.admin_key_env)
+    values += [ghost, ghost.split(":", 1)[-1] if ghost and ":" in ghost else None]
+    values.append(var(pub.webhook.secret_env))
+    for url in (cfg.alerts.webhook_url, var(cfg.alerts.webhook_url_env), cfg.alerts.ping_url,
+                cfg.report.webhook_url, var(cfg.report.webhook_url_env)):
+        values += _url_parts(url or "")
+    # Only the token-like parts of URLs that are otherwise shown (the webhook target, the API base).
+    engine = getattr(cfg, "engine", None)  # the Celery broker URL may carry a password
+    brokers = (engine.broker_url, var(engine.broker_url_env) or "") if engine is not None else ()
+    for url in (pub.webhook.url, cfg.llm.api_base or "", *brokers):
+        values += _url_parts(url)[1:]
+    add(*values)
+    for chan in cfg.channels:
+        if chan.publish and cfg._channel is None:
+            try:
+                from_config(cfg.for_channel(chan.name), environ)
+            except Exception:  # a bad channel table is reported by config validation, not here
+                pass
+
+
+class LogFilter(logging.Filter):
+    """Formats each record once, then removes secrets and makes control characters visible."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record still gets logged, as its raw msg
+            message = str(record.msg)
+        # Handlers render exc_info themselves (RichHandler draws its own traceback), past any
+        # scrubbing: fold the traceback into the message instead.
+        if record.exc_info:
+            message += "\n" + logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        elif record.exc_text:
+            message += "\n" + record.exc_text
+        record.exc_text = None
+        record.msg, record.args = shown(message), None
+        return True
+
+
+def install_log_filter(handlers: list[logging.Handler] | None = None) -> None:
+    """Attach ``LogFilter`` to ``handlers`` (default: the root logger's)."""
+    for handler in handlers if handlers is not None else logging.getLogger().handlers:
+        if not any(isinstance(f, LogFilter) for f in handler.filters):
+            handler.addFilter(LogFilter())
