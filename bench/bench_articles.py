@@ -8,7 +8,7 @@ site, previews and reports in a temporary directory (the models assembled under 
 Per run, from the process and its ledger:
 
 * exit code and run status (done, or incomplete: held below the humanize pass mark for an editor);
-* the completeness checks of the stored article (``pipeline.article.check`` again, on the final body),
+* the completeness checks of the stored article (``pipeline.text.article.check`` again, on the final body),
   its length, and whether it was published;
 * the humanize score before and after the rewrites, and how many rewritten paragraphs rose;
 * wall time, the sum of every model call's latency (agent turns and capability side calls, as the
@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline import article as art  # noqa: E402
+from pipeline.text import article as art  # noqa: E402
 
 
 def topics(path: Path) -> list[str]:
@@ -74,7 +74,7 @@ def from_ledger(path: Path, language: str, keep: Path) -> dict:
     side = db.execute("SELECT COALESCE(SUM(latency_ms), 0), COUNT(*), COALESCE(SUM(completion_tokens), 0) "
                       "FROM model_calls").fetchone()
     scoring = db.execute("SELECT COALESCE(SUM(latency_ms), 0) FROM model_calls WHERE requested_model != ?",
-                         (run["model"],)).fetchone()[0]  # the scoring model's passes (pipeline.scoring records them)
+                         (run["model"],)).fetchone()[0]  # the scoring model's passes (pipeline.score.scoring records them)
     out: dict = {"status": run["status"], "error": (run["error"] or "")[:400], "agent_turns": turns[1],
                  "side_calls": side[1], "generated_tokens": side[2],
                  "model_s": round((turns[0] + side[0]) / 1000, 1), "scoring_s": round(scoring / 1000, 1)}

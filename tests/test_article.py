@@ -588,3 +588,10 @@ def test_a_chinese_article_is_planned_written_checked_and_rewritten_in_chinese(t
     with ctx.ledger.read() as s:
         body = s.get(Article, humanized["article_id"]).body
     assert body.count("\n## ") == 4 and "说白了" in body
+
+
+def test_a_rewrite_much_shorter_than_its_paragraph_is_rejected():
+    original = " ".join(POOL[3:9])
+    short = " ".join(POOL[3:5]).replace("afternoon", "day")
+    assert any("keep its length" in why for why in humanize.rewrite_problems(original, short, "en"))
+    assert not any("keep its length" in why for why in humanize.rewrite_problems(original, rewrite_of(original), "en"))

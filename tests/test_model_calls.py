@@ -133,21 +133,23 @@ def test_a_ledger_from_before_model_calls_is_read_as_it_is(harness):
     assert data["totals"]["side_calls"] == 0 and data["totals"]["model_turns"] > 0
 
 
-def test_the_scoring_models_passes_are_recorded_as_the_steps_model_calls(tmp_path):
+def test_the_scoring_models_passes_are_recorded_as_the_steps_model_calls(tmp_path, monkeypatch):
     # The scorer is a model too: its forward passes are part of the run's model time (issue 22's overhead ratio).
-    from test_scoring import FakeModel
+    from pathlib import Path
 
-    from pipeline import calls, scoring
+    import numpy as np
 
+    from pipeline.model import calls
+    from pipeline.model.local import logprobs
+
+    model = logprobs.ScoringModel.__new__(logprobs.ScoringModel)  # no weights: one token, no forward pass
+    model.path, model._np = Path("scorer.gguf"), np
+    monkeypatch.setattr(model, "tokenize", lambda text: ([42], [len(text)]))
     ctx = _ctx(tmp_path)
-    scorer = scoring.ModelScorer(tmp_path)
-    scorer._model = FakeModel()
     execution = ctx.ledger.open_execution(ctx.run_id, None, "c1", "humanize", "{}")
     with calls.step(ctx.ledger, ctx.run_id, execution):
-        text = "One two three four five six seven eight nine ten eleven twelve."
-        scorer.score_paragraph(text, "en")
-        scorer.score_paragraph(text, "en")  # measured once: the second is the cache's
+        assert model.stats("Hi").n == 0
     ctx.ledger.close_execution(execution, ok=True, result={})
     [call] = ctx.ledger.model_calls(ctx.run_id)
-    assert call.capability == "humanize" and call.requested_model == scorer.version
-    assert call.prompt_tokens == 12 and call.completion_tokens is None and call.latency_ms is not None
+    assert (call.capability, call.requested_model, call.prompt_tokens) == ("humanize", "scorer/scorer.gguf", 1)
+    assert call.completion_tokens is None and call.latency_ms is not None

@@ -14,7 +14,7 @@
    again, told why.
 4. A sentence said again (word for word, or all but a word) is deleted where it repeats; short of
    the length floor, the shortest sections get one more paragraph each.
-5. ``pipeline.article.check`` on the assembled article. Each problem is traced to the part it is in
+5. ``pipeline.text.article.check`` on the assembled article. Each problem is traced to the part it is in
    and only that part is written again, told which check failed (``REPAIR_ROUNDS``). Still failing,
    nothing is stored and the step fails saying which check, where; passing, it is stored with its
    checks and what was repaired.

@@ -1,11 +1,11 @@
 """humanize: rewrite where the score says, one paragraph per call; the *system* measures and decides.
 
-The draft's paragraphs are scored one by one (``pipeline.scoring.score_paragraph``: a paragraph's
+The draft's paragraphs are scored one by one (``pipeline.score.scoring.score_paragraph``: a paragraph's
 score depends only on its own text) and the weakest ``[humanize] paragraphs`` of them are
 rewritten, each in its own call, in the article's language. Headings, lists, code and the
 order of everything stay as drafted: only the chosen paragraphs' text changes. A rewrite is
 rejected when it drops a fact of its paragraph (numbers, names, links, code identifiers —
-``pipeline.article.missing_facts``), copies it (difflib ratio ≥ 0.95), adds a heading or a
+``pipeline.text.article.missing_facts``), copies it (difflib ratio ≥ 0.95), adds a heading or a
 list, or ends mid-sentence; it is kept only if its score rises. Rejected or not better, it is
 tried again, hotter, up to ``1 + max_rewrites`` times. Every paragraph's score before and after
 (and why a rewrite was rejected) is stored with the article (``paragraphs_json``), and both
@@ -57,6 +57,7 @@ LEXICON = Lexicon(
 # A rewrite this similar to its paragraph (difflib ratio) is a copy, not a rewrite. (The embedded
 # model's real rewrites measured 0.73-0.91: it keeps most of its source's wording.)
 UNCHANGED = 0.95
+SHORTER = 0.85  # a rewrite under this share of its paragraph's length drops substance (and can sink the article)
 RETRY = {
     "en": "Your previous rewrite was rejected: $why. Rewrite the paragraph again.",
     "zh": "你上一次的改写没有通过：$why。请重新改写这一段。",
@@ -87,6 +88,9 @@ def rewrite_problems(original: str, rewrite: str, language: str) -> list[str]:
     lost = art.missing_facts(original, rewrite, language)
     if lost:
         why.append("it dropped " + ", ".join(f"'{f}'" for f in lost[:5]) + " (keep every number, name, link and identifier)")
+    was, now = art.prose_length(original, language), art.prose_length(rewrite, language)
+    if now < SHORTER * was:  # four shorter rewrites took a 700-word draft to 662 words, under the length floor
+        why.append(f"it has {now} {art.unit(language)}, the paragraph {was}: keep its length and substance")
     same = similarity(original, rewrite)
     if same >= UNCHANGED:
         why.append(f"it is {same:.0%} the original's text: change the wording and rhythm of every sentence")

@@ -18,12 +18,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..ledger.writer import Ledger
     from .messages import Reply
     from ..ledger.models import Execution
+
+
+class Ledger(Protocol):
+    """What a step needs of the ledger: deferring a row to the step's next write. (A protocol, not the writer:
+    the scoring model records its passes here, and the writer's module depends on the config, which reads the
+    scorer's pass mark.)"""
+
+    def defer(self, obj: Any, parent: Any = None, attr: str = "turn_id") -> None: ...
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ import os
 import re
 import statistics
 import threading
-import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -250,14 +249,7 @@ class ModelScorer:
         key = (language, text)
         with self._lock:
             if key not in self._cache:
-                from . import calls
-
-                started = time.perf_counter()
-                stats = self.model().stats(text)
-                # The scoring model's forward pass is a model call too: in the ledger beside the writer's, so that
-                # a run's model time is complete (humanize's scoring was ~15 % of a run, counted as overhead).
-                calls.record(self.version, latency_ms=1000 * (time.perf_counter() - started), prompt_tokens=stats.n + 1)
-                self._cache[key] = pool_paragraph(text, stats, language)
+                self._cache[key] = pool_paragraph(text, self.model().stats(text), language)
             return self._cache[key]
 
     def _value(self, pooled: Pooled, language: str, minimum: int) -> float | None:

@@ -19,6 +19,7 @@ import hashlib
 import os
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,20 @@ class ScoringModel:
         return ids, ends
 
     def stats(self, text: str) -> TokenStats:
-        np = self._np
+        """Per-token statistics of ``text``; the pass is recorded as a model call of the running step (a run's
+        model time is the writer's and the scorer's: scoring was ~15 % of a run, counted as overhead before)."""
+        from .. import calls
+
+        started = time.perf_counter()
         ids, ends = self.tokenize(text)
+        try:
+            return self._stats(ids, ends)
+        finally:
+            calls.record(f"scorer/{self.path.name}", latency_ms=1000 * (time.perf_counter() - started),
+                         prompt_tokens=len(ids))
+
+    def _stats(self, ids: list[int], ends: list[int]) -> TokenStats:
+        np = self._np
         parts = []
         # Windows overlap by one token so that every token after the first is predicted once.
         for start in range(0, max(len(ids) - 1, 0), WINDOW - 1):
