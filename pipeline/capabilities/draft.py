@@ -205,16 +205,13 @@ def clean_part(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
-sentences = art.sentences
-
-
 def paragraphs(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
 
 
 def split_paragraph(text: str, language: str) -> list[str]:
     """One long paragraph as two, at the sentence boundary nearest its middle (a section needs two)."""
-    ss = sentences(text)
+    ss = art.sentences(text)
     if len(ss) < 4:
         return [text]
     total, run, cut = sum(len(s) for s in ss), 0, 1
@@ -389,8 +386,8 @@ class Writer:
         def without(text: str, name: str) -> str:
             out, changed = [], False
             for p in paragraphs(text):
-                kept = []
-                for sentence in art.sentences(p):
+                kept, said_here = [], art.sentences(p)
+                for sentence in said_here:
                     if said.repeated(sentence) is not None:
                         self.repairs.append({"part": name, "dropped": sentence[:120]})
                         changed = True
@@ -398,7 +395,7 @@ class Writer:
                     said.add(sentence, 0)
                     kept.append(sentence)
                 if kept:
-                    out.append(joiner.join(kept) if len(kept) < len(art.sentences(p)) else p)
+                    out.append(joiner.join(kept) if len(kept) < len(said_here) else p)
             return "\n\n".join(out) if changed else text
 
         self.opening = without(self.opening, "opening")
