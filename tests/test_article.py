@@ -262,6 +262,47 @@ def test_a_sentence_said_twice_is_deleted_where_it_is_repeated(tmp_path):
     assert checks(GOOD.replace("We deleted them.", "We deleted them. We deleted them.")) == []  # too short to count
 
 
+# Section 2's first paragraph in other words: no sentence is near enough another to count as said again, the
+# paragraph as a whole is (seen on the embedded model: "We identified and removed unnecessary dependencies …"
+# as paragraphs 8, 10 and 12, and written again by both repair rounds).
+REWORDED = ("That stung a little. Docker layers got rebuilt from nothing because a timestamp file stood near the top "
+            "of our Dockerfile. Moving it one line lower kept twelve layers warm.")
+
+
+def test_a_paragraph_that_repeats_an_earlier_one_in_other_words_is_deleted(tmp_path):
+    def repeats(request, user):
+        if user.startswith("Write section 4 of"):  # every time: asking again would get it again
+            return f"{part_for(user)}\n\n{REWORDED}"
+        return None
+    ctx = make_ctx(tmp_path, writer(repeats))
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    with ctx.ledger.read() as s:
+        row = s.get(Article, result["article_id"])
+    assert REWORDED not in row.body and result["checks"] == "passed"
+    assert {"part": "section 4", "dropped": REWORDED[:120]} in json.loads(row.checks_json)["repairs"]
+    assert sum(r.messages[-1]["content"].startswith("Write section 4 of") for r in section_requests(ctx)) == 1
+
+
+def test_what_a_repair_round_adds_to_reach_the_floor_is_cleared_of_repeats(tmp_path):
+    """A repair that leaves the article short lengthens it; the paragraphs that adds are tidied like the first draft's."""
+    said = POOL[2]  # a sentence of the opening
+
+    def respond(request, user):
+        if "one more paragraph" in user:
+            return f"{said} The second runner now idles instead of rebuilding what the first one cached."
+        return None
+    ctx = make_ctx(tmp_path, writer(respond), PIPELINE_DRAFT__TARGET_WORDS="480")  # floor 420: the parts give ~380
+    with ctx.ledger.read() as s:
+        topic = s.get(Topic, add_topic(ctx))
+    w = draft.Writer(ctx, draft._outline(ctx, topic))
+    for name in w.part_names():
+        w.write_part(name)
+    assert art.body_length(w.body(), "en") < 420
+    w.repair([])  # a round whose only problem is the length: no part owns it
+    assert said in w.opening and w.body().count(said) == 1
+    assert not [c for c in checks(w.body(), min_length=0) if c[0] == "repeated sentence"]
+
+
 def test_a_fragment_is_traced_to_its_part_and_only_that_part_is_rewritten(tmp_path):
     seen = {"n": 0}
 

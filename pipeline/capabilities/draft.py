@@ -362,31 +362,45 @@ class Writer:
             n = self.per_section // 2
             more = self.write(self.ask("extend", heading=self.sections[k]["heading"], so_far=self.bodies[k], words=n),
                               n, 1, f"section {k + 1}, one more paragraph")
+            if any(art.near_duplicate(p, more) for p in paragraphs(self.body())):
+                self.repairs.append({"part": f"section {k + 1}", "dropped": more[:120]})
+                continue  # it repeats a paragraph: counting it towards the floor would only delete it afterwards
             if more and not part_problems(more, self.language, 1):
                 self.bodies[k] = f"{self.bodies[k]}\n\n{more}"
 
     def article(self) -> tuple[str, list[str]]:
         for name in self.part_names():
             self.write_part(name)
+        self.tidy()
+        return self.body(), [s["heading"] for s in self.sections]
+
+    def tidy(self) -> None:
+        """Repeats out, the length floor reached, and the repeats that lengthening added out again.
+
+        Run after the first assembly and after every repair round alike: a repair round that lengthened the
+        article without this left the extensions' repeated sentences for the check to fail (a CI run spent its
+        900 s repairing them)."""
         self.drop_repeats()
         self.extend()
         self.drop_repeats()
-        return self.body(), [s["heading"] for s in self.sections]
 
     def drop_repeats(self) -> None:
-        """A sentence said earlier in the article (word for word, or all but a word) is deleted where it is said again.
+        """A sentence said earlier in the article (word for word, or all but a word), or a paragraph that repeats
+        an earlier one, is deleted where it is said again.
 
         The embedded model repeats itself across parts (each part sees the outline and the end of the one
         before, not the whole article): one run said "The implementation of these fixes was a significant
-        step forward …" four times. A repeat adds nothing for a reader, so the system removes it; a section
-        left too thin by that fails its check and is written again."""
+        step forward …" four times; another wrote "We identified and removed unnecessary dependencies …" as
+        paragraphs 8, 10 and 12 in other words, and two repair rounds wrote it again. A repeat adds nothing for
+        a reader, so the system removes it; a section left too thin by that fails its check and is written again."""
         said = art.SaidBefore(self.language)
         joiner = "" if self.language == "zh" else " "
+        earlier: list[str] = []
 
         def without(text: str, name: str) -> str:
             out, changed = [], False
             for p in paragraphs(text):
-                kept, said_here = [], art.sentences(p)
+                kept, said_here, known = [], art.sentences(p), len(said.keys)
                 for sentence in said_here:
                     if said.repeated(sentence) is not None:
                         self.repairs.append({"part": name, "dropped": sentence[:120]})
@@ -394,8 +408,14 @@ class Writer:
                         continue
                     said.add(sentence, 0)
                     kept.append(sentence)
-                if kept:
-                    out.append(joiner.join(kept) if len(kept) < len(said_here) else p)
+                left = joiner.join(kept) if len(kept) < len(said_here) else p
+                if kept and any(art.near_duplicate(e, left) for e in earlier):  # the same paragraph in other words
+                    self.repairs.append({"part": name, "dropped": left[:120]})
+                    del said.keys[known:]  # what a deleted paragraph said does not make a later sentence a repeat
+                    changed = True
+                elif kept:
+                    out.append(left)
+                    earlier.append(left)
             return "\n\n".join(out) if changed else text
 
         self.opening = without(self.opening, "opening")
@@ -415,9 +435,7 @@ class Writer:
             why = "; ".join(f"{p.check}: {p.message}" for p in found)
             self.repairs.append({"part": name, "why": why})
             self.write_part(name, why)
-        if by_part:
-            self.drop_repeats()
-        self.extend()  # short of the floor (a problem no part owns), or made shorter by the repairs
+        self.tidy()  # short of the floor (a problem no part owns), or made shorter by the repairs
         return self.body() != before
 
     def spans(self) -> list[tuple[str, int, int]]:

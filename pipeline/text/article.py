@@ -139,6 +139,14 @@ def sentence_key(sentence: str, language: str) -> str | None:
 SAME_SENTENCE = 0.9  # difflib ratio between two sentences' keys above which one says the other again
 
 
+def near_duplicate(a: str, b: str) -> bool:
+    """Whether one paragraph repeats the other (difflib ratio ≥ NEAR_DUPLICATE; too short to tell: no)."""
+    if min(len(a), len(b)) < 40:
+        return False
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return sm.quick_ratio() >= NEAR_DUPLICATE and sm.ratio() >= NEAR_DUPLICATE
+
+
 class SaidBefore:
     """The sentences of an article so far, to tell when one is said again (word for word, or all but a word)."""
 
@@ -300,10 +308,7 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
     paras = [(b, n) for b, n in numbered if b.kind == "paragraph"]
     for i, (a, na) in enumerate(paras):
         for b, nb in paras[i + 1:]:
-            if min(len(a.text), len(b.text)) < 40:
-                continue
-            sm = difflib.SequenceMatcher(None, a.text, b.text, autojunk=False)
-            if sm.quick_ratio() >= NEAR_DUPLICATE and sm.ratio() >= NEAR_DUPLICATE:
+            if near_duplicate(a.text, b.text):
                 out.append(Problem("near-duplicate", f"paragraphs {na} and {nb}", f"paragraph {nb} repeats paragraph {na} "
                                    f"('{_snippet(a.text, 50)}')", b.line))
     said = SaidBefore(language)
