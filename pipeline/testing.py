@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .model import calls
 from .config import LLMConfig
 from .errors import ProviderUnavailableError
+from .model import calls
 from .model.llm import Reply
 from .tools.toolbox import ToolCall
 

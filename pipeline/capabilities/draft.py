@@ -29,10 +29,10 @@ import re
 from string import Template
 from typing import Annotated, Any
 
-from pipeline.text import article as art
-from pipeline.tools.claims import Lexicon
-from pipeline.text.content import content_hash
 from pipeline.errors import CapabilityError
+from pipeline.text import article as art
+from pipeline.text.content import content_hash
+from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
@@ -153,8 +153,8 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
     """The stored outline of this run's topic, made if there is none."""
     from sqlmodel import select
 
-    from pipeline.model.probe import supports_json_schema
     from pipeline.ledger.models import Outline
+    from pipeline.model.probe import supports_json_schema
 
     with ctx.ledger.read() as s:
         found = s.exec(select(Outline).where(Outline.run_id == ctx.run_id, Outline.topic_id == topic.id)).first()

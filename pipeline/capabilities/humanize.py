@@ -25,11 +25,11 @@ from dataclasses import asdict
 from string import Template
 from typing import Annotated, Any
 
-from pipeline.text import article as art
-from pipeline.score import scoring
-from pipeline.tools.claims import Lexicon
-from pipeline.text.content import content_hash
 from pipeline.errors import AgentIncompleteError, AwaitingReview, CapabilityError
+from pipeline.score import scoring
+from pipeline.text import article as art
+from pipeline.text.content import content_hash
+from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
 from .draft import clean_part, prompt_name

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pipeline.tools.claims import Lexicon
 from pipeline.errors import CapabilityError
-from pipeline.tools.toolbox import RunContext, capability
 from pipeline.states import PublicationStatus
+from pipeline.tools.claims import Lexicon
+from pipeline.tools.toolbox import RunContext, capability
 
 LEXICON = Lexicon(
     verbs=(

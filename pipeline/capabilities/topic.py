@@ -27,10 +27,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.runtime import deadline
-from pipeline.tools.claims import Lexicon
-from pipeline.text.content import normalize_title
 from pipeline.errors import CapabilityError
+from pipeline.runtime import deadline
+from pipeline.text.content import normalize_title
+from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
 log = logging.getLogger(__name__)

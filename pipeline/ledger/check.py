@@ -11,7 +11,6 @@ ticks that were queued or claimed but never reached an outcome are listed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import inspect, text

@@ -200,7 +200,7 @@ class LedgerReader(_Reads):
         from .migrations import SCRIPT_LOCATION, _too_new
 
         try:
-            names, found = self._execute("SELECT version_num FROM alembic_version", {})
+            _names, found = self._execute("SELECT version_num FROM alembic_version", {})
         except LedgerError:
             if not self.is_sqlite:
                 self.conn.rollback()  # the failed statement aborted the transaction

@@ -28,13 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import calls
-from ..runtime import deadline
 from ..config import LLMConfig
 from ..errors import ConfigError, DeadlineExceeded, ProviderUnavailableError
-from .messages import Reply, ToolCall
+from ..runtime import deadline
 from ..runtime.retry import Backoff
 from ..runtime.tracing import traced_chat
+from . import calls
+from .messages import Reply, ToolCall
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ProviderUnavailableError
 
 if TYPE_CHECKING:
+    from ..ledger.models import ProviderCapability
     from ..ledger.writer import Ledger
     from .llm import ChatModel
-    from ..ledger.models import ProviderCapability
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +126,8 @@ def supports_json_schema(llm: ChatModel, ledger: Ledger, served_model: str | Non
 def probe(llm: ChatModel) -> ProviderCapability:
     """Ask the provider: two tiny requests. A wrong key raises (``ProviderRefused``, exit 2); an unreachable
     provider is recorded as the row's ``error`` (every answer None)."""
-    from .llm import ProviderRefused
     from ..ledger.models import ProviderCapability
+    from .llm import ProviderRefused
 
     row = ProviderCapability(model=llm.cfg.model, api_base=llm.cfg.api_base or "")
     token = secrets.token_hex(4)

@@ -105,8 +105,8 @@ def send_tick(app: Any, cfg: Config, channel: str, scheduled_for: datetime) -> N
 
 def execute_tick(channel: str, tick: datetime) -> dict:
     """In a worker process: run ``channel`` for ``tick`` with this process's model and ledger."""
-    from . import resident
     from ..run.runner import run_once
+    from . import resident
 
     cfg = config_mod.load(os.environ[CONFIG_ENV]).for_channel(channel)
     ledger = resident.ledger_for(cfg)

@@ -40,14 +40,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import config as config_mod
-from . import resident
+from ..errors import ChannelLocked, PipelineError, TickAlreadyRun
+from ..ledger.locks import hold
+from ..run.events import RunObserver
 from ..runtime import shutdown
 from ..runtime.alerts import Alerter
-from ..errors import ChannelLocked, PipelineError, TickAlreadyRun
-from ..run.events import RunObserver
-from ..ledger.locks import hold
 from ..runtime.scheduling import make_trigger
 from ..states import RunStatus
+from . import resident
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -238,9 +238,9 @@ def _mark_interrupted(cfg: Config) -> None:
     from sqlmodel import select
 
     from ..errors import ChannelLocked
-    from ..ledger.writer import Ledger
     from ..ledger.locks import channel_lock
     from ..ledger.models import Run
+    from ..ledger.writer import Ledger
 
     ledger = Ledger.of(cfg)
     with ledger.read() as s:
@@ -477,8 +477,8 @@ def _serve_metrics(cfg):
     """Prometheus /metrics at [metrics] listen, read from the ledger at each scrape."""
     if not cfg.metrics.listen:
         return None
-    from ..views import metrics
     from ..errors import ConfigError
+    from ..views import metrics
 
     try:
         server = metrics.serve(cfg.metrics.listen, cfg.ledger_url)

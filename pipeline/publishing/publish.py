@@ -36,7 +36,6 @@ import httpx
 from sqlmodel import select
 
 from ..config import Config, PublishConfig
-from ..text.content import slugify
 from ..errors import (
     AwaitingReview,
     CapabilityError,
@@ -48,9 +47,12 @@ from ..errors import (
     PublicationSubmitted,
     RunInterrupted,
 )
-from ..ledger.writer import Ledger
 from ..ledger.models import Article, Publication, Topic
 from ..ledger.utc import utcnow
+from ..ledger.writer import Ledger
+from ..states import PublicationStatus
+from ..text.content import slugify
+from ..tools.toolbox import RunContext
 from .publishers import (
     LookupUnsupported,
     Published,
@@ -60,8 +62,6 @@ from .publishers import (
     same_content,
 )
 from .publishers.remote import AttemptBudget, RemotePublisher
-from ..states import PublicationStatus
-from ..tools.toolbox import RunContext
 from .verify import check_url, host_allowed
 
 log = logging.getLogger(__name__)

@@ -51,7 +51,7 @@ from ..ledger.models import Article, Execution, Publication, Registration, Run
 from ..ledger.utc import aware, utcnow
 from ..ledger.writer import Ledger
 from ..runtime.alerts import Alerter
-from ..states import PublicationStatus, RunStatus, UNFINISHED
+from ..states import UNFINISHED, PublicationStatus, RunStatus
 from .publish import (
     RECOVERED,
     budget_for,

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
+from ..ledger.writer import Ledger
+from ..states import GuardKind
 from ..tools import catalog
 from ..tools.claims import (
     MISMATCH,
@@ -33,9 +35,7 @@ from ..tools.claims import (
     ClaimRules,
     text_tool_calls,
 )
-from ..ledger.writer import Ledger
 from ..tools.prompts import Prompts
-from ..states import GuardKind
 
 
 @dataclass

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..ledger.writer import Ledger
     from ..ledger.reader import LedgerReader
+    from ..ledger.writer import Ledger
 
 from ..ledger.facts import Fact
 from ..states import Verdict

@@ -18,9 +18,9 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from ..text.files import atomic_write
 from ..ledger.reader import reader_for
 from ..states import UNFINISHED
+from ..text.files import atomic_write
 
 if TYPE_CHECKING:
     from ..config import Config

@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...errors import ConfigError
+from ...runtime import shutdown
 from ..constrained import (
     constrained_response_format,
     decision_messages,
     parse_constrained,
 )
-from ...runtime import shutdown
-from ...errors import ConfigError
 from . import assets
 
 MODEL = "qwen2.5-coder-1.5b"

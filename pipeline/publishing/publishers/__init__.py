@@ -19,10 +19,10 @@ reached the platform but no answer came back, so only ``find`` can tell.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Protocol
-from collections.abc import Callable
 
 from ...config import Config
 from ...errors import CapabilityError, ConfigError

@@ -37,19 +37,19 @@ import html
 import json
 import re
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...config import Config
+from ...score.scores import detect_language
 from ...text.content import to_html
 from ...text.disclosure import CATEGORY, Disclosure
 from ...text.files import atomic_write
-from ...score.scores import detect_language
 from ...text.untrusted import for_xml, visible
 from . import Published
 
@@ -292,7 +292,7 @@ def site_handler(directory: Path) -> Callable[..., SimpleHTTPRequestHandler]:
     from http.server import SimpleHTTPRequestHandler
 
     class SiteHandler(SimpleHTTPRequestHandler):
-        extensions_map = {**SimpleHTTPRequestHandler.extensions_map,
+        extensions_map = {**SimpleHTTPRequestHandler.extensions_map,  # noqa: RUF012  (http.server's attribute, typed per instance)
                           ".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
                           ".xml": "application/atom+xml; charset=utf-8"}
 

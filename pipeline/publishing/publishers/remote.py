@@ -40,12 +40,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from ...runtime import deadline, http
-from ...text.content import to_html
-from ...text.disclosure import Disclosure
 from ...errors import CapabilityError, ConfigError, PlatformUnavailableError
+from ...runtime import deadline, http
 from ...runtime.retry import Backoff
 from ...score.scores import detect_language
+from ...text.content import to_html
+from ...text.disclosure import Disclosure
 from . import LookupUnsupported, Published, PublishOutcomeUnknown, same_content
 
 log = logging.getLogger(__name__)

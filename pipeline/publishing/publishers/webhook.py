@@ -20,18 +20,17 @@ The contract, for whoever writes the receiving end:
 
 from __future__ import annotations
 
-from typing import Any
-
 import hashlib
 import hmac
 import os
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
 from ...config import Config
-from ...text.disclosure import Disclosure
 from ...errors import CapabilityError
+from ...text.disclosure import Disclosure
 from . import LookupUnsupported, Published
 from .remote import Document, RemotePublisher, public_url, secret_from_env, setting_url
 

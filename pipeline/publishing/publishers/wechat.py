@@ -67,26 +67,26 @@ import re
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from datetime import timedelta
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
 from sqlmodel import select
 
-from ...runtime import http
 from ...config import Config
-from ...text.content import to_html
-from ...text.disclosure import Disclosure
 from ...errors import CapabilityError, ConfigError, PlatformUnavailableError
 from ...ledger.models import Article, PlatformToken, Publication
 from ...ledger.utc import aware, utcnow
+from ...runtime import http
 from ...runtime.retry import Backoff
+from ...states import PublicationStatus
+from ...text.content import to_html
+from ...text.disclosure import Disclosure
 from . import Published, PublishOutcomeUnknown
 from .remote import AttemptBudget, secret_from_env, setting_url
-from ...states import PublicationStatus
 
 if TYPE_CHECKING:
     from ...ledger.writer import Ledger
