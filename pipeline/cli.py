@@ -942,13 +942,13 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", 
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
         return
-    by_turn: dict[Any, list[dict]] = {}
+    by_turn: dict[Any, list[dict[str, Any]]] = {}
     for ex in data["executions"]:
         by_turn.setdefault(ex["turn_id"], []).append(ex)
-    by_execution: dict[Any, list[dict]] = {}
+    by_execution: dict[Any, list[dict[str, Any]]] = {}
     for c in data["model_calls"]:
         by_execution.setdefault(c["execution_id"], []).append(c)
-    guard: dict[Any, list[dict]] = {}
+    guard: dict[Any, list[dict[str, Any]]] = {}
     for g in data["guard_events"]:
         guard.setdefault(g["turn_id"], []).append(g)
     # A tool turn repeats its execution's result (that is what the model was sent): print it once, with the execution.

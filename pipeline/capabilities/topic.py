@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.errors import CapabilityError
 from pipeline.runtime import deadline
@@ -224,7 +225,7 @@ LEXICON = Lexicon(
 
 
 @capability(order=10, fact="title", lexicon=LEXICON)
-def topic(ctx: RunContext) -> dict:
+def topic(ctx: RunContext) -> dict[str, Any]:
     """Pick the next topic for this run. Returns topic_id, title and angle. Call it first."""
     from sqlmodel import select
 

@@ -34,7 +34,7 @@ from sqlmodel import Field, SQLModel
 from .utc import aware, utcnow
 
 
-class UTCDateTime(TypeDecorator):
+class UTCDateTime(TypeDecorator[datetime]):
     """Every time in the ledger: aware UTC in Python, ``timestamptz`` on PostgreSQL, ISO text with ``+00:00`` on SQLite."""
 
     impl = DateTime(timezone=True)

@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..config import LLMConfig
@@ -38,10 +39,10 @@ from .messages import Reply, ToolCall
 
 log = logging.getLogger(__name__)
 
-_litellm = None
+_litellm: ModuleType | None = None
 
 
-def _load_litellm():
+def _load_litellm() -> ModuleType:
     global _litellm
     if _litellm is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

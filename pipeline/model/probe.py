@@ -57,7 +57,8 @@ class Support:
     probe_error: str | None = None  # the last probe could not reach the provider
 
     def get(self, name: str) -> bool | None:
-        return getattr(self, name)
+        value: bool | None = getattr(self, name)
+        return value
 
     def as_dict(self) -> dict[str, Any]:
         return {**{c: self.get(c) for c in CAPABILITIES}, "sources": self.sources, "probe_error": self.probe_error}

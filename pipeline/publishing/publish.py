@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 RECOVERED = "recovered after crash"
 
 
-def _result(p: Publication, **extra: Any) -> dict:
+def _result(p: Publication, **extra: Any) -> dict[str, Any]:
     return {"publication_id": p.id, "url": p.url, "verified": p.status == PublicationStatus.VERIFIED, "target": p.target, **extra}
 
 
@@ -160,7 +160,7 @@ def verifier(cfg: Config, publisher: Publisher, digest: str) -> Callable[[Publis
     return lambda published: verify_published(cfg, publisher, published, digest)
 
 
-def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: Article) -> dict:
+def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: Article) -> dict[str, Any]:
     """pending → submitted → verified | failed, as far as this run's polling budget goes.
 
     Still ``submitted`` (or a submit whose answer was lost) at the end of the
@@ -203,7 +203,7 @@ def _find_earlier(publisher: Publisher, key: str, slug: str, digest: str) -> Pub
     return found
 
 
-def _metadata(ctx: RunContext, row_id: int, article: Article, publisher: Publisher) -> dict:
+def _metadata(ctx: RunContext, row_id: int, article: Article, publisher: Publisher) -> dict[str, Any]:
     """What a publisher that shows dates and tags gets from the ledger: the publication's time, the topic's keywords.
 
     Keywords are what a CSV backlog's ``keywords`` column added to the topic's angle (after " — ").
@@ -261,7 +261,7 @@ def _hold_for_review(ctx: RunContext, article: Article) -> None:
                          f"(or reject {ctx.run_id} --reason …)")
 
 
-def publish_article(ctx: RunContext, article_id: int) -> dict:
+def publish_article(ctx: RunContext, article_id: int) -> dict[str, Any]:
     """The ``publish`` capability's work (see the module docstring)."""
     with ctx.ledger.read() as s:
         article = s.get(Article, article_id)

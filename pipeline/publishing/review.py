@@ -169,7 +169,7 @@ def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
         review = s.exec(select(Review).where(Review.run_id == run_id)).one()
         reported = s.exec(select(Report).where(Report.run_id == run_id)).first() is not None
 
-    def call(name: str, **args: Any) -> dict:
+    def call(name: str, **args: Any) -> dict[str, Any]:
         result = tools.execute(ctx, ToolCall(f"{CALL_PREFIX}{by}", name, json.dumps(args)))
         if not result.ok:
             raise ReviewStepFailed(f"run {run_id}: {name} failed after approval: {result.payload.get('error')}; "

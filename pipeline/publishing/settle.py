@@ -288,7 +288,7 @@ def _alert_and_mark(ledger: Ledger, alerter: Alerter, channel: str, by_run: str 
 
 
 def reconciliations(ledger: Ledger, channel: str | None = None, since: datetime | None = None,
-                    until: datetime | None = None) -> list[dict]:
+                    until: datetime | None = None) -> list[dict[str, Any]]:
     """Registrations made by reconciliation (newest last), with what they completed."""
     query = (select(Execution, Run).join(Run, Run.id == Execution.run_id)
              .where(Execution.capability == "register", Execution.call_id.like(f"{CALL_PREFIX}%"), Execution.ok == True)  # noqa: E712

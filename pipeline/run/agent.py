@@ -57,7 +57,7 @@ from .guard import Assessment, Guard
 
 if TYPE_CHECKING:
     from ..ledger.models import Turn
-    from ..model.llm import Reply
+    from ..model.messages import Reply
     from ..tools.toolbox import ToolResult
 
 log = logging.getLogger(__name__)

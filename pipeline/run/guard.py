@@ -151,7 +151,10 @@ class Guard:
 
     def nudge(self, review: Assessment) -> str:
         t = self.prompts.table(f"nudges.{self.language}.toml")
-        fill = lambda key, **kv: Template(t[key]).substitute(**kv)  # noqa: E731
+
+        def fill(key: str, **kv: Any) -> str:
+            return Template(t[key]).substitute(**kv)
+
         lines = [t["header"]]
         for c in review.hallucinations:
             if c.status == UNBACKED:

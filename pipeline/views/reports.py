@@ -53,7 +53,7 @@ class _ChannelRow:
     """A publication row of some channel; ``status`` lists them per channel, so without the channel."""
 
     def as_dict(self, channel: bool = True) -> dict[str, Any]:
-        data = asdict(self)  # type: ignore[call-overload]  # the subclasses are dataclasses
+        data: dict[str, Any] = asdict(self)  # type: ignore[call-overload]  # the subclasses are dataclasses
         if not channel:
             del data["channel"]
         return data

@@ -427,6 +427,7 @@ def _error_text(data: Any) -> str:
         if isinstance(data.get("errors"), list) and data["errors"] and isinstance(data["errors"][0], dict):
             return str(data["errors"][0].get("message") or "")
         for key in ("message", "error", "detail"):
-            if isinstance(data.get(key), str):
-                return data[key]
+            value = data.get(key)
+            if isinstance(value, str):
+                return value
     return ""

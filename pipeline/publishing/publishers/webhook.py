@@ -93,7 +93,7 @@ class WebhookPublisher(RemotePublisher):
         return self._published(data, key, None)
 
     @staticmethod
-    def _published(data: dict, key: str, content_hash: str | None) -> Published:
+    def _published(data: dict[str, Any], key: str, content_hash: str | None) -> Published:
         # The receiver answered for this key, so the key matches unless it says otherwise.
         return Published(url=data["url"], key=data.get("idempotency_key") or key,
                          content_hash=data.get("content_hash") or content_hash,

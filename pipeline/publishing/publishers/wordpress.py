@@ -158,7 +158,7 @@ class WordPressPublisher(RemotePublisher):
         return next((p for p in found if p.key == key), found[0] if found else None)
 
     @staticmethod
-    def _published(post: dict) -> Published:
+    def _published(post: dict[str, Any]) -> Published:
         content = post.get("content") or {}
         if isinstance(content, dict):
             text = content.get("raw") or content.get("rendered") or ""
