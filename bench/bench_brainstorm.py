@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO))
 
 from sqlmodel import select  # noqa: E402
 
-from pipeline.ledger.writer import Ledger  # noqa: E402
 from pipeline.ledger.models import Publication, Registration  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
 
 
 def one_run(i: int, model: str, timeout: float, keep_failed: Path | None = None) -> dict:
@@ -118,7 +118,7 @@ def main() -> int:
         except KeyboardInterrupt:  # stopped (timeout, ^C): summarise the runs that completed
             break
         rows.append(r)
-        print(f"{i:>3} {str(r['exit_code']):>4} {r.get('status') or '-':<13} {r.get('reason') or '-':<17} {r.get('turns', '-'):>5} "
+        print(f"{i:>3} {r['exit_code']!s:>4} {r.get('status') or '-':<13} {r.get('reason') or '-':<17} {r.get('turns', '-'):>5} "
               f"{r.get('nudges', '-'):>6} {r['wall_s']:>7} {r['load_avg_1m'][0]:>4}/{r['load_avg_1m'][1]:<4}  "
               f"{','.join(r.get('failed_calls') or []) or '-'}", flush=True)
         Path(args.out).write_text(json.dumps({"runs": rows}, indent=2, ensure_ascii=False) + "\n")

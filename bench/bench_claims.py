@@ -33,8 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.tools.claims import VERIFIED, ClaimFound, ClaimRules  # noqa: E402
 from pipeline.tools.catalog import lexicons  # noqa: E402
+from pipeline.tools.claims import VERIFIED, ClaimFound, ClaimRules  # noqa: E402
 
 CORPUS = REPO / "bench" / "corpus" / "claims.txt"
 URL = "http://127.0.0.1:8765/posts/sqlite-wal.html"
@@ -157,7 +157,7 @@ def main() -> int:
     for split in ("dev", "heldout", "all"):
         rows = table[split]
         print(f"\n[{split}]  {'class':<11}{'n':>4}   false claims: P     R    (tp/fp/fn)    all claims: P     R    (tp/fp/fn)")
-        for cls in sorted(c for c in rows if c != "overall") + ["overall"]:
+        for cls in [*sorted(c for c in rows if c != "overall"), "overall"]:
             row = rows[cls]
             f, a = row["false"], row["all"]
             print(f"         {cls:<11}{row['n']:>4}                 {f.precision:.3f} {f.recall:.3f} ({f.tp}/{f.fp}/{f.fn})"

@@ -42,14 +42,15 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 KEY_ENV = "PIPELINE_TEST_LLM_KEY"
 os.environ[KEY_ENV] = "sk-bench"
 
-from fakellm import FakeLLM  # noqa: E402
-from services import RABBITMQ_URL, REDIS_URL, postgres_database  # noqa: E402
 from sqlmodel import select  # noqa: E402
 
 from pipeline import config as config_mod  # noqa: E402
-from pipeline.ops.celery_engine import make_app, send_tick, workers_seen  # noqa: E402
-from pipeline.ledger.writer import Ledger  # noqa: E402
 from pipeline.ledger.models import Publication, Registration, Run, Tick  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
+from pipeline.ops.celery_engine import make_app, send_tick, workers_seen  # noqa: E402
+
+from fakellm import FakeLLM  # noqa: E402
+from services import RABBITMQ_URL, REDIS_URL, postgres_database  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "scaleout.json"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)

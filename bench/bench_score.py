@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from pipeline.score import scoring, stylometric  # noqa: E402
+
 from score_eval import (  # noqa: E402
     auc,
     by_length,

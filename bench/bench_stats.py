@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.ledger.writer import Ledger  # noqa: E402
 from pipeline.ledger.utc import sqlite_text  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
 
 MODELS = ["openai/gpt-4o-mini", "deepseek/deepseek-chat", "ollama/qwen2.5:7b", "local/qwen2.5-coder-1.5b"]
 CAPS = ["topic", "draft", "humanize", "publish", "register", "report"]

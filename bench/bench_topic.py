@@ -34,11 +34,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.capabilities.topic import topic  # noqa: E402
 from pipeline import config as config_mod  # noqa: E402
-from pipeline.text.content import normalize_title  # noqa: E402
-from pipeline.ledger.writer import Ledger  # noqa: E402
+from pipeline.capabilities.topic import topic  # noqa: E402
 from pipeline.ledger.models import Article, Publication, Run, Topic  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
+from pipeline.text.content import normalize_title  # noqa: E402
 from pipeline.tools.prompts import Prompts  # noqa: E402
 from pipeline.tools.toolbox import RunContext  # noqa: E402
 
@@ -105,8 +105,8 @@ def main() -> int:
         directory = Path(tmp)
         ledger, titles = build(directory, args.publications, rng)
         new = "A title nobody has used yet about reading flame graphs"
-        consumed = titles[: args.backlog - 1] + [new]
-        near = titles[: args.backlog - 21] + [t.replace("part", "chapter") for t in titles[args.backlog: args.backlog + 20]] + [new]
+        consumed = [*titles[: args.backlog - 1], new]
+        near = [*titles[: args.backlog - 21], *(t.replace("part", "chapter") for t in titles[args.backlog: args.backlog + 20]), new]
         fresh = [f"Unpublished idea {i} about {' and '.join(rng.sample(WORDS, 2))}" for i in range(args.backlog)]
         for name, lines in (("consumed", consumed), ("near", near), ("fresh", fresh)):
             times, cpu, picked = time_topic(directory, ledger, lines, args.repeat)

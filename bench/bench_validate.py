@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pipeline import config as config_mod  # noqa: E402
-from pipeline.run import validate  # noqa: E402
 from pipeline.errors import ConfigError  # noqa: E402
+from pipeline.run import validate  # noqa: E402
 
 BASE = '[llm]\nmodel = "openai/x"\napi_key_env = ""\n[ledger]\nurl = "sqlite:///ledger.db"\n'
 CASES = {

@@ -33,14 +33,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from pipeline import config as config_mod  # noqa: E402
+from pipeline.ledger.writer import Ledger  # noqa: E402
+from pipeline.ops.celery_engine import make_app, send_tick, workers_seen  # noqa: E402
+
 from fakellm import FakeLLM  # noqa: E402
 from faults import STEPS  # noqa: E402
 from services import RABBITMQ_URL, REDIS_URL, postgres_database  # noqa: E402
 from worker_kills import KEY_ENV, celery_config, count, daemon, done, recent_tick, wait, worker  # noqa: E402
-
-from pipeline import config as config_mod  # noqa: E402
-from pipeline.ops.celery_engine import make_app, send_tick, workers_seen  # noqa: E402
-from pipeline.ledger.writer import Ledger  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "worker_kills.json"
 BROKERS = {"redis": f"{REDIS_URL}/12", "rabbitmq": RABBITMQ_URL}

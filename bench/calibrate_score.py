@@ -22,9 +22,18 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pipeline.score import scoring  # noqa: E402
 from pipeline.model.local import assets  # noqa: E402
-from score_eval import by_length, cached_features, corpus, digest, paragraph_floor, paragraph_scores, split_of  # noqa: E402
+from pipeline.score import scoring  # noqa: E402
+
+from score_eval import (  # noqa: E402
+    by_length,
+    cached_features,
+    corpus,
+    digest,
+    paragraph_floor,
+    paragraph_scores,
+    split_of,
+)
 
 L2 = 1.0          # ridge on standardised coefficients: keeps secondary features from fitting noise
 HUMAN_PASS = 0.90  # the threshold rule
@@ -74,7 +83,7 @@ def main() -> None:
         coef, intercept = fit((feats - mean) / scale, y)
         c = scoring.Calibration(lang, tuple(mean), tuple(scale), tuple(coef), intercept, 0.0)
         human = sorted(100 * c.probability(dict(zip(scoring.FEATURES, f, strict=True))) for f, lab in zip(feats, y, strict=True) if lab == 1)
-        k = int(math.floor((1 - HUMAN_PASS) * len(human)))
+        k = math.floor((1 - HUMAN_PASS) * len(human))
         threshold = math.floor(human[k] * 10) / 10
         lengths = by_length(paragraph_scores(cal, cache, c.probability), threshold)
         floor = paragraph_floor(lengths)

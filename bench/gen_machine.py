@@ -75,7 +75,7 @@ def cut(paras: list[str], lang: str) -> str | None:
         paras = paras[:-1]
     out: list[str] = []
     for p in paras:
-        if out and size("\n\n".join(out + [p]), lang) > hi:
+        if out and size("\n\n".join([*out, p]), lang) > hi:
             break
         out.append(p)
     text = "\n\n".join(out)

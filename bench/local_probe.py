@@ -29,8 +29,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from pipeline.model.local.provider import prepare, register_local_provider
-    from pipeline.tools.prompts import Prompts
     from pipeline.tools.catalog import capabilities
+    from pipeline.tools.prompts import Prompts
     from pipeline.tools.toolbox import Toolbox
 
     t = time.perf_counter()

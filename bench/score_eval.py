@@ -71,7 +71,7 @@ def auc(human: list[float], machine: list[float]) -> float:
 def tpr_at_fpr(human: list[float], machine: list[float], fpr: float = 0.05) -> float:
     """Share of machine passages flagged when at most ``fpr`` of human passages are (flag: score < t)."""
     hs = sorted(human)
-    k = int(math.floor(fpr * len(hs)))  # at most k humans strictly below t
+    k = math.floor(fpr * len(hs))  # at most k humans strictly below t
     t = hs[k] if k < len(hs) else float("inf")
     return sum(1 for m in machine if m < t) / len(machine) if machine else float("nan")
 
@@ -99,7 +99,7 @@ def paragraph_scores(rows: list[dict], cache: dict, probability) -> list[tuple[s
 def by_length(scored: list[tuple[str, int, float]], threshold: float) -> list[dict]:
     """Per paragraph-length bucket: how many of each kind, AUC, and the pass rates at ``threshold``."""
     lines = []
-    for lo, hi in zip(PARAGRAPH_EDGES, PARAGRAPH_EDGES[1:] + (10**9,), strict=True):
+    for lo, hi in zip(PARAGRAPH_EDGES, (*PARAGRAPH_EDGES[1:], 10**9), strict=True):
         human = [s for lab, n, s in scored if lab == "human" and lo <= n < hi]
         machine = [s for lab, n, s in scored if lab == "machine" and lo <= n < hi]
         lines.append({"tokens": f"{lo}-{hi - 1}" if hi < 10**9 else f"{lo}+", "lo": lo, "human": len(human),

@@ -181,12 +181,12 @@ def serve() -> None:
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from pipeline import config as config_mod
-    from pipeline.runtime import shutdown
-    from pipeline.runtime.http import tls as _tls
     from pipeline.model.llm import _load_litellm
     from pipeline.run.events import RunObserver
-    from pipeline.tools.catalog import toolbox
     from pipeline.run.runner import run_once
+    from pipeline.runtime import shutdown
+    from pipeline.runtime.http import tls as _tls
+    from pipeline.tools.catalog import toolbox
 
     _load_litellm()
     toolbox()

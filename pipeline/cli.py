@@ -26,16 +26,16 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from .config import Config
-    from .ledger.writer import Ledger
     from .ledger.reader import LedgerReader
+    from .ledger.writer import Ledger
     from .run.runner import RunOutcome
 
 from .errors import ConfigError, PipelineError, exit_codes
 from .run.events import Nudge, RunObserver
+from .states import ReviewStatus
 from .text.redact import scrub, shown
 from .text.untrusted import for_rich
 from .text.untrusted import visible as for_display
-from .states import ReviewStatus
 
 
 def safe(text: object) -> str:
@@ -376,11 +376,11 @@ def run(config: ConfigOpt = None,
 
     Exit: {exit_codes}
     """
-    from .text import redact
-    from .runtime import shutdown
-    from .run import validate
     from .errors import ChannelLocked
     from .ledger.locks import channel_lock
+    from .run import validate
+    from .runtime import shutdown
+    from .text import redact
 
     def force() -> None:  # second signal: the run's row says interrupted, not running
         runner = sys.modules.get("pipeline.run.runner")
@@ -420,8 +420,8 @@ run.__doc__ = (run.__doc__ or "").format(exit_codes=exit_codes())  # the exit co
 @app.command()
 def daemon(config: ConfigOpt = None, verbose: VerboseOpt = False) -> None:
     """Run every channel on its cron schedule until SIGTERM/SIGINT (then exit 0)."""
-    from .ops import daemon as daemon_mod
     from .errors import ChannelLocked
+    from .ops import daemon as daemon_mod
 
     _setup_logging(verbose, daemon=True)
     path = str(config_mod.resolve_path(config))
@@ -942,13 +942,13 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", 
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
         return
-    by_turn: dict[Any, list[dict]] = {}
+    by_turn: dict[Any, list[dict[str, Any]]] = {}
     for ex in data["executions"]:
         by_turn.setdefault(ex["turn_id"], []).append(ex)
-    by_execution: dict[Any, list[dict]] = {}
+    by_execution: dict[Any, list[dict[str, Any]]] = {}
     for c in data["model_calls"]:
         by_execution.setdefault(c["execution_id"], []).append(c)
-    guard: dict[Any, list[dict]] = {}
+    guard: dict[Any, list[dict[str, Any]]] = {}
     for g in data["guard_events"]:
         guard.setdefault(g["turn_id"], []).append(g)
     # A tool turn repeats its execution's result (that is what the model was sent): print it once, with the execution.
@@ -1104,8 +1104,8 @@ def claims_check(text: Annotated[str, typer.Argument(metavar="TEXT", help="Text 
     Exit 0 when every claim is verified (or there are none), 1 when a claim is unbacked, mismatched or
     not judged (no --facts or --run: nothing is a fact), 2 on bad input.
     """
-    from .tools.claims import facts_from_mapping
     from .tools.catalog import claim_rules, fact_keys
+    from .tools.claims import facts_from_mapping
 
     if text == "-":
         text = sys.stdin.read()

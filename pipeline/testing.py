@@ -33,14 +33,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .model import calls
 from .config import LLMConfig
 from .errors import ProviderUnavailableError
-from .model.llm import Reply
-from .tools.toolbox import ToolCall
+from .model import calls
+from .model.messages import Reply, ToolCall
 
 # What a queued reply or a responder's answer may be; see the module docstring.
-ReplyLike = str | ToolCall | list | Reply | dict | BaseException
+ReplyLike = str | ToolCall | list[ToolCall] | Reply | dict[str, Any] | BaseException
 Responder = Callable[["Request"], ReplyLike]
 
 ORDER = ("topic", "draft", "humanize", "publish", "register", "report")

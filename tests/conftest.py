@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+
 from fakellm import FakeLLM
 from services import postgres_database
 from support import Harness

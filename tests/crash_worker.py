@@ -26,13 +26,13 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 sys.path[:0] = [str(TESTS.parent), str(TESTS)]
 
-import fakellm  # noqa: E402,F401  (imported here so children do not pay for it)
-import faults  # noqa: E402
-import platforms  # noqa: E402
-
 import pipeline.tools.prompts  # noqa: E402,F401
 from pipeline.capabilities.publish import publish  # noqa: E402
 from pipeline.runtime.http import tls as _tls  # noqa: E402
+
+import fakellm  # noqa: E402,F401  (imported here so children do not pay for it)
+import faults  # noqa: E402
+import platforms  # noqa: E402
 
 _tls()  # load the CA bundle once, before forking, instead of once per child
 
@@ -45,8 +45,8 @@ def child(request: dict, out_fd: int) -> None:
         faults.arm()  # PIPELINE_FAULT, if the request set it
         ctx = platforms.new_context(request["config"], run_id=request["run_id"])
         if request.get("call") == "reconcile":  # what the next run does first, killed where the fault says
-            from pipeline.runtime.alerts import Alerter
             from pipeline.publishing.settle import reconcile
+            from pipeline.runtime.alerts import Alerter
 
             done = reconcile(ctx.cfg, ctx.ledger, Alerter(ctx.cfg.alerts), channel="default", run_id=ctx.run_id,
                              older_than_min=0)

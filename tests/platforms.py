@@ -628,11 +628,11 @@ def new_context(config_path, run_id: str | None = None):
 
 def add_article(ctx, suffix: str = ""):
     """A humanized article that passes the threshold, as humanize would have stored it."""
-    from fakellm import HUMANIZED
-
-    from pipeline.text.content import content_hash
     from pipeline.ledger.models import Article
     from pipeline.score.scoring import score
+    from pipeline.text.content import content_hash
+
+    from fakellm import HUMANIZED
 
     text = HUMANIZED + suffix
     title, body = text.split("\n", 1)[0].lstrip("# "), text.split("\n", 1)[1].strip()

@@ -104,8 +104,8 @@ honest = honest_turn
 
 
 def _nudged(messages) -> int:
-    return sum(1 for m in messages if m.get("role") == "user" and "ledger" in (m.get("content") or "").lower()
-               or m.get("role") == "user" and "台账" in (m.get("content") or ""))
+    return sum(1 for m in messages if (m.get("role") == "user" and "ledger" in (m.get("content") or "").lower())
+               or (m.get("role") == "user" and "台账" in (m.get("content") or "")))
 
 
 def _call(step: str, args: Any, n: int) -> dict[str, Any]:

@@ -11,14 +11,14 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from collections.abc import Iterator
 
-from pipeline.text.content import content_hash
 from pipeline.publishing.publishers.local import LocalSitePublisher, site_handler
+from pipeline.text.content import content_hash
 
 HOSTILE_TITLE = 'Escaping <script>alert("x")</script> & "quotes" in titles'
 

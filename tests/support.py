@@ -16,13 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from fakellm import FakeLLM
-from scenarios import scripted
-
 from pipeline import config as config_mod
 from pipeline.ledger.writer import Ledger
 from pipeline.run.runner import RunOutcome, run_once
 from pipeline.testing import Request, ScriptedModel
+
+from fakellm import FakeLLM
+from scenarios import scripted
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

@@ -10,17 +10,18 @@ tier: retries, the provider's model map, what goes over the wire).
 from __future__ import annotations
 
 import pytest
-from scenarios import scripted
-from support import rewrite_calls
 from sqlmodel import select
 
-from pipeline.run.agent import AgentLoop
 from pipeline.errors import AgentHallucinationError, AgentIncompleteError
-from pipeline.run.guard import Guard
 from pipeline.ledger.models import Article, Execution, Publication, Registration
-from pipeline.tools.prompts import Prompts
+from pipeline.run.agent import AgentLoop
+from pipeline.run.guard import Guard
 from pipeline.tools.catalog import capabilities, claim_rules
+from pipeline.tools.prompts import Prompts
 from pipeline.tools.toolbox import RunContext, Toolbox
+
+from scenarios import scripted
+from support import rewrite_calls
 
 # The guard and publishing read and write the ledger: run them on both backends.
 LEDGER_BACKENDS = ("sqlite", "postgresql")
@@ -161,7 +162,7 @@ def test_tool_call_written_as_text_is_never_executed(harness):
 
 
 def test_text_tool_call_then_real_calls(harness):
-    outcome, ledger = harness.run("text_call_recover")
+    outcome, _ledger = harness.run("text_call_recover")
     assert outcome.exit_code == 0
 
 
@@ -219,7 +220,7 @@ def test_replays_never_publish_or_register_twice(harness):
 
 
 def test_max_turns_bounds_a_model_that_never_finishes(harness):
-    outcome, ledger = harness.run("honest", PIPELINE_AGENT__MAX_TURNS="3")
+    outcome, _ledger = harness.run("honest", PIPELINE_AGENT__MAX_TURNS="3")
     assert (outcome.status, outcome.exit_code) == ("incomplete", 4)
     assert "max_turns" in outcome.error
 
@@ -248,7 +249,7 @@ def test_model_turns_are_recorded_with_served_model_tokens_and_latency(http_harn
 
 
 def test_api_key_never_reaches_the_ledger(http_harness):
-    outcome, ledger = http_harness.run("honest")
+    _outcome, ledger = http_harness.run("honest")
     from pipeline.ledger.migrations import LEDGER_TABLES
 
     with ledger.engine.connect() as conn:  # every row of every table, on either backend
@@ -299,7 +300,7 @@ def test_same_failing_call_ends_the_run_as_stuck_within_three_turns(harness):
     assert len(_assistant_turns_after_first_failure(ledger, outcome.run_id, "publish")) == 3
     events = ledger.guard_events(outcome.run_id)
     assert [(g.kind, g.action) for g in events] == [("repeated_failure", "nudge"), ("stuck", "fail")]
-    humanized = [f.result["article_id"] for f in ledger.facts(outcome.run_id) if f.capability == "humanize"][0]
+    humanized = next(f.result["article_id"] for f in ledger.facts(outcome.run_id) if f.capability == "humanize")
     nudge = events[0].message
     assert "`publish` failed 2 times" in nudge and "call `publish` now" in nudge and f"article_id {humanized}" in nudge
     diff = run_diff(ledger, outcome.run_id)

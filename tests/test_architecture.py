@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO
 
+from pipeline.run.guard import Guard, NextStep
 from pipeline.tools import catalog as registry
 from pipeline.tools.claims import Lexicon
-from pipeline.run.guard import Guard, NextStep
 from pipeline.tools.prompts import Prompts
+
+from support import REPO
 
 
 def _modules() -> dict[str, Path]:

@@ -6,20 +6,21 @@ import json
 import re
 
 import pytest
-from scenarios import POOL, outline_for, part_for, rewrite_of
 from sqlmodel import select
 
-from pipeline.capabilities import draft, humanize
-from pipeline.text import article as art
 from pipeline import config
-from pipeline.score import scoring
+from pipeline.capabilities import draft, humanize
 from pipeline.errors import AgentIncompleteError, AwaitingReview, CapabilityError, ExitCode
+from pipeline.ledger.models import Article, Outline, Review, Topic
 from pipeline.ledger.writer import Ledger
 from pipeline.model.llm import Reply
-from pipeline.ledger.models import Article, Outline, Review, Topic
-from pipeline.tools.prompts import Prompts
+from pipeline.score import scoring
 from pipeline.testing import Request, ScriptedModel
+from pipeline.text import article as art
+from pipeline.tools.prompts import Prompts
 from pipeline.tools.toolbox import RunContext
+
+from scenarios import POOL, outline_for, part_for, rewrite_of
 
 TOPIC = "Why our nightly builds got faster"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.tools.claims import ClaimRules, facts_from_mapping, text_tool_calls
 from pipeline.tools.catalog import fact_keys, lexicons
+from pipeline.tools.claims import ClaimRules, facts_from_mapping, text_tool_calls
 
 INCIDENT = "文章已生成，拟人化评分 82 分，已发布至平台，链接 https://domain/item/fake-id，已登记到台账，登记号 CT-20260922-001。"
 RULES = ClaimRules(lexicons(), publish_hosts=["127.0.0.1", "domain"])
@@ -221,7 +221,7 @@ def test_partial_run_claiming_the_rest():
 ])
 def test_a_registration_number_in_another_format_is_a_mismatch(text):
     assert ("register", "mismatch") in verdicts(text, FACTS_DONE)
-    assert [c.value for c in RULES.check(text, FACTS_DONE) if c.capability == "register"][0] in text
+    assert [c.value for c in RULES.check(text, FACTS_DONE) if c.capability == "register"][0] in text  # noqa: RUF015
 
 
 @pytest.mark.parametrize("text", [

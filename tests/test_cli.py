@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from support import KEY_ENV, REPO, write_config
 
 pytestmark = pytest.mark.slow

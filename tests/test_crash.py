@@ -21,9 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from platforms import add_article, make_platform, new_context, secret_env, write_config
 from sqlmodel import select
-from support import CrashWorker, Recorder
 
 from pipeline.capabilities.publish import publish
 from pipeline.ledger.models import Publication, Run
@@ -31,6 +29,9 @@ from pipeline.ledger.utc import utcnow
 from pipeline.publishing.publish import RECOVERED
 from pipeline.publishing.publish import idempotency_key as _key
 from pipeline.publishing.settle import recover_pending
+
+from platforms import add_article, make_platform, new_context, secret_env, write_config
+from support import CrashWorker, Recorder
 
 pytestmark = pytest.mark.slow  # each publish runs in a forked worker process
 
@@ -228,7 +229,7 @@ def test_reconciliation_registers_what_an_unfinished_run_published_exactly_once(
         reply = worker.publish(config, nxt.run_id, None, secret_env("wordpress", server), call="reconcile")
         assert reply["exit"] == 0 and len(reply["result"]) == 1
         assert len(rec.hits) == 1
-        [(pub_id, run_id, number)] = _registrations(dead)
+        [(_pub_id, run_id, number)] = _registrations(dead)
         assert run_id == dead.run_id and number.startswith("CT-")
         text = rec.hits[0][1]["text"]
         assert dead.run_id in text and number in text and "reconciled" in text and ending in text

@@ -14,15 +14,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from fakellm import FakeLLM
-from support import KEY_ENV, Recorder, write_config
 
 from pipeline import config as config_mod
+from pipeline.ledger.locks import channel_lock
+from pipeline.ledger.writer import Ledger
 from pipeline.ops import daemon
 from pipeline.runtime import shutdown
-from pipeline.ledger.writer import Ledger
-from pipeline.ledger.locks import channel_lock
 from pipeline.views.status import channel_status
+
+from fakellm import FakeLLM
+from support import KEY_ENV, Recorder, write_config
 
 
 @pytest.fixture
@@ -130,7 +131,7 @@ def test_two_channels_due_together_run_concurrently(tmp_path, slow_llm, monkeypa
         assert wait_for(lambda: len([r for r in runs(tmp_path) if r[2] != "running"]) == 2)
     finally:
         scheduler.shutdown(wait=True)
-    (a, ach, ast, a0, a1), (b, bch, bst, b0, b1) = runs(tmp_path)
+    (_a, ach, ast, a0, a1), (_b, bch, bst, b0, b1) = runs(tmp_path)
     assert {ach, bch} == {"alpha", "beta"} and ast == bst == "done"
     assert b0 < a1 and a0 < b1  # the two runs overlapped in time
 
@@ -223,7 +224,7 @@ def test_sigterm_mid_run_finishes_the_step_and_exits_0(tmp_path, slow_llm, execu
     try:
         time.sleep(0.4)  # somewhere in the middle of the pipeline
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
@@ -337,7 +338,7 @@ def test_chat_formats(fmt, shape):
 
 
 def test_status_reports_each_channel_and_fails_on_a_failed_run(harness, monkeypatch):
-    outcome, _ = harness.run("honest")
+    _outcome, _ = harness.run("honest")
     cfg = harness.config("honest")
     [row] = channel_status(cfg)
     assert row.channel == "default" and row.last_status == "done" and row.publications_today == 1
@@ -372,5 +373,5 @@ def test_a_run_killed_mid_way_is_reported_crashed_by_the_next_run(harness, recor
     assert outcome.exit_code == 0
     with ledger.read() as s:
         assert s.exec(select(Run.status).where(Run.id == dead.id)).one() == "crashed"
-    [(path, body)] = recorder.hits
+    [(_path, body)] = recorder.hits
     assert dead.id in body["text"] and "crashed" in body["text"]

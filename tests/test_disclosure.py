@@ -8,13 +8,14 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from platforms import add_article, make_platform, new_context, secret_env, write_config
 from sqlmodel import select
-from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
 from pipeline.capabilities.publish import publish
-from pipeline.text.content import content_hash
 from pipeline.ledger.models import Article, Publication
+from pipeline.text.content import content_hash
+
+from platforms import add_article, make_platform, new_context, secret_env, write_config
+from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
 ATOM = {"a": "http://www.w3.org/2005/Atom"}
 EN = "This article was written by an AI language model."

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 
 import pytest
+
 from support import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # real processes on a shared 2-core host

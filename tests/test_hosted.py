@@ -12,15 +12,16 @@ import subprocess
 import sys
 
 import pytest
-from fakellm import FakeLLM
-from support import KEY_ENV, TEST_KEY, write_config
 
 from pipeline import config as config_mod
 from pipeline.errors import ConfigError
+from pipeline.ledger.reader import EngineReader
 from pipeline.ledger.writer import Ledger
 from pipeline.model.llm import ChatModel
-from pipeline.ledger.reader import EngineReader
 from pipeline.views.stats import model_stats
+
+from fakellm import FakeLLM
+from support import KEY_ENV, TEST_KEY, write_config
 
 
 def run_cli(args, env, cwd):
@@ -140,7 +141,7 @@ def test_probe_failure_is_stored_and_asked_again(tmp_path, fake_llm, monkeypatch
     from pipeline.model import probe
 
     monkeypatch.setenv(KEY_ENV, TEST_KEY)
-    cfg, llm, ledger = _llm(tmp_path, fake_llm.api_base, "down")
+    _cfg, llm, ledger = _llm(tmp_path, fake_llm.api_base, "down")
     llm._sleep = lambda s: None
     answer = probe.support(llm, ledger)
     assert answer.json_schema is None and "unavailable" in answer.probe_error

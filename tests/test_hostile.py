@@ -13,16 +13,17 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from pipeline import config as config_mod
+from pipeline.ledger.writer import Ledger
+from pipeline.publishing.publishers.local import LocalSitePublisher
+from pipeline.run.events import RunObserver
+from pipeline.run.runner import run_once
+from pipeline.text.content import normalize_title
+
 from scenarios import scripted
 from stuck import StuckServer, closed_port
 from support import KEY_ENV, OFFLINE_API_BASE, REPO, write_config
-
-from pipeline import config as config_mod
-from pipeline.text.content import normalize_title
-from pipeline.run.events import RunObserver
-from pipeline.ledger.writer import Ledger
-from pipeline.publishing.publishers.local import LocalSitePublisher
-from pipeline.run.runner import run_once
 
 # Everything a feed title can carry: Rich markup (a closing tag alone raises MarkupError), ANSI and OSC
 # sequences (a window title set by a feed), BEL, a C1 CSI, a right-to-left override, HTML, a path.
@@ -96,8 +97,8 @@ def test_site_pages_index_and_feed_show_hostile_titles_inertly(tmp_path, title):
 def test_untrusted_log_lines_and_alerts_are_inert(caplog):
     import logging
 
-    from pipeline.text import redact
     from pipeline.runtime.alerts import alert_text
+    from pipeline.text import redact
 
     text = alert_text("default", "r1", "error (exit 1)", HOSTILE)
     assert not any(ch in text for ch in RAW_CONTROLS) and "\\x1b" in text

@@ -123,7 +123,7 @@ def test_progress_note_counts_only_successes_as_done():
 
 
 def test_prose_turns_and_nudges_are_kept_in_protocol():
-    msgs = _history()[:2] + [{"role": "assistant", "content": "All done!"}, {"role": "user", "content": "Nothing ran."}]
+    msgs = [*_history()[:2], {"role": "assistant", "content": "All done!"}, {"role": "user", "content": "Nothing ran."}]
     out = decision_messages(msgs, TOOLS)
     assert json.loads(out[2]["content"]) == {"final_answer": "All done!"}
     assert out[3]["content"].startswith("Nothing ran.") and "Progress:" in out[3]["content"]

@@ -55,8 +55,8 @@ def litellm_local():
 
 
 def _pipeline_start():
-    from pipeline.tools.prompts import Prompts
     from pipeline.tools.catalog import capabilities
+    from pipeline.tools.prompts import Prompts
     from pipeline.tools.toolbox import Toolbox
 
     prompts = Prompts()
@@ -127,9 +127,9 @@ def test_a_stop_request_ends_a_local_decode(litellm_local, monkeypatch):
 
 
 def _shipped_config(tmp_path, **env):
-    from support import REPO
-
     from pipeline import config as config_mod
+
+    from support import REPO
 
 
     return config_mod.load(REPO / "config.toml", environ={
@@ -148,8 +148,8 @@ SHORT_ARTICLE = {"PIPELINE_DRAFT__TARGET_WORDS": "400", "PIPELINE_DRAFT__SECTION
 def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
     """The shipped config with a shorter article, end to end: a verified page and a registration (done_when),
     exit 0, or held below the pass mark (exit 4) and then published by an editor's approval."""
-    from pipeline.publishing import review
     from pipeline.ledger.writer import Ledger
+    from pipeline.publishing import review
     from pipeline.run.runner import run_once
 
     cfg = _shipped_config(tmp_path, **SHORT_ARTICLE)
@@ -185,5 +185,5 @@ def test_raw_model_is_caught_by_the_guard(litellm_local, tmp_path):
     published = [f for f in ledger.facts(outcome.run_id) if f.capability == "publish"]
     print(f"\nraw local run: {outcome.status} (exit {outcome.exit_code}), guard events "
           f"{[(g.kind, g.action) for g in ledger.guard_events(outcome.run_id)]}")
-    assert outcome.exit_code == 0 and published or outcome.exit_code != 0 and not published
+    assert outcome.exit_code == 0 and published or outcome.exit_code != 0 and not published  # noqa: RUF021
     assert ledger.guard_events(outcome.run_id) or published

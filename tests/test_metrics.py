@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
 from support import KEY_ENV
 
 

@@ -21,11 +21,11 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 from sqlmodel import SQLModel
 
-from pipeline.ledger import migrations, models  # noqa: F401
 from pipeline.errors import ExitCode, LedgerVersionError
-from pipeline.ledger.writer import Ledger
+from pipeline.ledger import migrations, models  # noqa: F401
 from pipeline.ledger.check import check
 from pipeline.ledger.utc import aware
+from pipeline.ledger.writer import Ledger
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ledger-0.1.0.db"
 REPO = Path(__file__).resolve().parent.parent

@@ -8,15 +8,15 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline import config
-from pipeline.ledger import migrations
 from pipeline.cli import app
 from pipeline.errors import ProviderUnavailableError
+from pipeline.ledger import migrations
+from pipeline.ledger.reader import LedgerReader
 from pipeline.ledger.writer import Ledger
 from pipeline.model.messages import ToolCall
-from pipeline.tools.prompts import Prompts
-from pipeline.ledger.reader import LedgerReader
-from pipeline.tools.catalog import toolbox
 from pipeline.testing import ScriptedModel, provider_error
+from pipeline.tools.catalog import toolbox
+from pipeline.tools.prompts import Prompts
 from pipeline.tools.toolbox import RunContext
 
 

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+
 from fakellm import FakeLLM
 from services import missing
 from support import KEY_ENV, OFFLINE_API_BASE, REPO, TEST_KEY, write_config

@@ -18,6 +18,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+
 from support import KEY_ENV, REPO, write_config
 
 pytestmark = pytest.mark.slow

@@ -7,19 +7,20 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from scenarios import HUMANIZED
 from sqlmodel import select
 
+from pipeline import config
 from pipeline.capabilities.publish import publish
 from pipeline.capabilities.register import register
-from pipeline import config
-from pipeline.text.content import content_hash
 from pipeline.errors import CapabilityError
-from pipeline.ledger.writer import Ledger
 from pipeline.ledger.models import Article, Publication, Registration
-from pipeline.tools.prompts import Prompts
+from pipeline.ledger.writer import Ledger
 from pipeline.score.scoring import score
+from pipeline.text.content import content_hash
+from pipeline.tools.prompts import Prompts
 from pipeline.tools.toolbox import RunContext
+
+from scenarios import HUMANIZED
 
 # The guard and publishing read and write the ledger: run them on both backends.
 LEDGER_BACKENDS = ("sqlite", "postgresql")

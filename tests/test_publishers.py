@@ -14,6 +14,17 @@ from datetime import datetime
 from importlib import metadata
 
 import pytest
+from sqlmodel import select
+
+from pipeline.capabilities.publish import publish
+from pipeline.errors import CapabilityError, ConfigError
+from pipeline.ledger.models import Publication
+from pipeline.publishing import publishers
+from pipeline.publishing.publish import idempotency_key as _key
+from pipeline.publishing.publish import slug_for as _slug
+from pipeline.publishing.publishers import LookupUnsupported, PublishOutcomeUnknown, get_publisher
+from pipeline.publishing.publishers.ghost import admin_token
+
 from platforms import (
     SECRET_ENV,
     add_article,
@@ -22,16 +33,6 @@ from platforms import (
     secret_env,
     write_config,
 )
-from sqlmodel import select
-
-from pipeline.capabilities.publish import publish
-from pipeline.publishing import publishers
-from pipeline.errors import CapabilityError, ConfigError
-from pipeline.ledger.models import Publication
-from pipeline.publishing.publishers import LookupUnsupported, PublishOutcomeUnknown, get_publisher
-from pipeline.publishing.publishers.ghost import admin_token
-from pipeline.publishing.publish import idempotency_key as _key
-from pipeline.publishing.publish import slug_for as _slug
 
 REMOTE = ["wordpress", "ghost", "webhook"]
 

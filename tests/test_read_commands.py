@@ -9,11 +9,12 @@ import sys
 import tomllib
 
 import pytest
-from support import REPO
 from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.ledger.writer import Ledger
+
+from support import REPO
 
 MARKUP = "Published at https://127.0.0.1:8765/posts/[/]x.html, [red]registered[/red] as CT-20260101-001 [bold]"
 
@@ -267,10 +268,10 @@ def test_status_and_report_read_without_sqlalchemy(harness):
 def test_read_models_are_frozen_dataclasses_in_step_with_reconciliation(harness):
     import dataclasses
 
+    from pipeline.ledger.reader import reader_for
     from pipeline.publishing import settle as reconcile
     from pipeline.views import reports
     from pipeline.views.diff import run_diff
-    from pipeline.ledger.reader import reader_for
     from pipeline.views.stats import model_stats
     from pipeline.views.status import channel_status
 

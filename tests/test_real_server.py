@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from services import missing
 
 pytestmark = [pytest.mark.local, pytest.mark.slow, pytest.mark.litellm, pytest.mark.timeout(1800)]
@@ -215,7 +216,7 @@ def test_doctor_reports_what_the_server_supports(tmp_path, server):
 def test_shipped_config_run_ends_on_business_state_within_ten_turns(tmp_path, server, record_property):
     # No json_schema line: litellm's map does not know this model; the probe finds the server honours schemas.
     started = time.monotonic()
-    code, out, err = finished(run_pipeline(tmp_path, server))
+    code, _out, err = finished(run_pipeline(tmp_path, server))
     run = ledger_row(tmp_path)
     record_property("wall_s", round(time.monotonic() - started, 1))
     record_property("model_turns", run["model_turns"])
@@ -229,7 +230,7 @@ def test_shipped_config_run_ends_on_business_state_within_ten_turns(tmp_path, se
 
 def test_configured_json_schema_and_streamed_run_ends_on_business_state(tmp_path, server):
     # The operator says the server honours schemas (no probe), and every reply is streamed.
-    code, out, err = finished(run_pipeline(tmp_path, server, "json_schema = true", "stream = true"))
+    code, _out, err = finished(run_pipeline(tmp_path, server, "json_schema = true", "stream = true"))
     run = ledger_row(tmp_path)
     print(f"\nstreamed: exit {code}, {run['model_turns']} model turns, {run['turns_after_done']} after the report")
     if ended_on_business_state(code, run, err) == "done":
@@ -239,12 +240,12 @@ def test_configured_json_schema_and_streamed_run_ends_on_business_state(tmp_path
 
 
 def test_wrong_key_exit_2(tmp_path, server):
-    code, out, err = finished(run_pipeline(tmp_path, server, key="sk-not-the-key"), timeout=300)
+    code, _out, err = finished(run_pipeline(tmp_path, server, key="sk-not-the-key"), timeout=300)
     assert code == 2, err
     assert any(line.startswith("error: ") and "AuthenticationError" in line for line in err.splitlines()), err
     assert "sk-not-the-key" not in err
     # pipeline doctor says it in one line
-    code, out, err = finished(run_pipeline(tmp_path, server, key="sk-not-the-key", args=("doctor",)), timeout=300)
+    code, _out, err = finished(run_pipeline(tmp_path, server, key="sk-not-the-key", args=("doctor",)), timeout=300)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "AuthenticationError" in err, err
 
 
@@ -266,7 +267,7 @@ def test_server_stopped_mid_run_exit_5_bounded(tmp_path, server):
     assert proc.poll() is None, "the run ended before the server could be stopped"
     server.stop()
     stopped = time.monotonic()
-    code, out, err = finished(proc, timeout=300)
+    code, _out, err = finished(proc, timeout=300)
     print(f"\nserver stopped: exit {code} {time.monotonic() - stopped:.1f} s later")
     assert code == 5, err[-2000:]
     # The run's summary: its status, then why, in one line (a config error's line starts "error: " instead).

@@ -9,9 +9,10 @@ import sys
 from datetime import date
 
 import pytest
-from support import KEY_ENV, Recorder
 
 from pipeline.views.reports import daily_summary, render_daily, run_summary
+
+from support import KEY_ENV, Recorder
 
 
 def test_run_report_is_built_from_the_ledger_not_the_model(harness):
@@ -25,7 +26,7 @@ def test_run_report_is_built_from_the_ledger_not_the_model(harness):
 
 
 def test_daily_summary_counts_runs_publications_and_failures(harness):
-    ok, ledger = harness.run("honest")
+    _ok, ledger = harness.run("honest")
     bad, _ = harness.run("prose")
     summary = daily_summary(ledger, date.today(), "UTC")
     assert summary.runs == 2 and summary.by_status == {"done": 1, "hallucination": 1}

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from sqlmodel import select
-from support import KEY_ENV
 
-from pipeline.publishing import review
 from pipeline.errors import ConfigError
 from pipeline.ledger.models import Execution, Publication, Registration, Report, Review, Run
+from pipeline.publishing import review
 from pipeline.views.status import channel_status
+
+from support import KEY_ENV
 
 MANUAL = '[publish]\nreview = "manual"\npreview_dir = "preview"\n'
 REPO = Path(__file__).resolve().parent.parent
@@ -103,7 +104,7 @@ def test_an_approval_recorded_elsewhere_is_not_overwritten(harness):
 
 @pytest.mark.slow  # CLI subprocesses
 def test_two_approvers_racing_publish_once(harness):
-    outcome, cfg, ledger = held(harness)
+    outcome, _cfg, ledger = held(harness)
     procs = [subprocess.Popen([sys.executable, "-m", "pipeline", "review", "approve", outcome.run_id, "--by", who,
                                "--config", str(harness.dir / "config.toml")], cwd=REPO, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -119,7 +120,7 @@ def test_two_approvers_racing_publish_once(harness):
 @pytest.mark.slow  # CLI subprocesses
 @pytest.mark.parametrize("fault", ["crash_after_approval", "crash_after_platform_call"])
 def test_a_crash_during_approval_is_finished_by_approving_again(harness, fault):
-    outcome, cfg, ledger = held(harness)
+    outcome, _cfg, ledger = held(harness)
     crashed = cli(harness, "review", "approve", outcome.run_id, "--by", "alice", env={"PIPELINE_FAULT": fault})
     assert crashed.returncode == 137, crashed.stderr
     view = review.show(ledger, outcome.run_id)

@@ -20,17 +20,18 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from services import broker_url
 from sqlmodel import select
-from support import KEY_ENV, write_config
 
 from pipeline import config as config_mod
 from pipeline.errors import ChannelLocked, TickAlreadyRun
-from pipeline.run.events import RunObserver
-from pipeline.ledger.writer import Ledger
 from pipeline.ledger.locks import channel_lock
 from pipeline.ledger.models import Article, Publication, Registration, Run, Tick
+from pipeline.ledger.writer import Ledger
+from pipeline.run.events import RunObserver
 from pipeline.run.runner import run_once
+
+from services import broker_url
+from support import KEY_ENV, write_config
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
@@ -67,7 +68,7 @@ def test_registration_numbers_under_concurrency_are_unique_and_gapless(ledger_ur
         barrier.wait()
         try:
             numbers.append(register.fn(ctx, pub_id)["registration_no"])
-        except Exception as exc:  # noqa: BLE001  (reported below)
+        except Exception as exc:  # reported below
             errors.append(exc)
         ledger.engine.dispose()
 
@@ -213,9 +214,9 @@ def test_celery_workers_run_each_tick_exactly_once(tmp_path, fake_llm, pg_url, b
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_has_its_tick_redelivered_and_completed_once(tmp_path, pg_url):
-    from fakellm import FakeLLM
-
     from pipeline.ops.celery_engine import make_app, send_tick
+
+    from fakellm import FakeLLM
 
     slow = FakeLLM(delay_s=0.4).start()
     path = _celery_config(tmp_path, slow.api_base, pg_url, broker_url("redis"))

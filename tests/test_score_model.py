@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from services import missing
 
 from pipeline.errors import ConfigError
+
+from services import missing
 
 pytestmark = [pytest.mark.local, pytest.mark.timeout(1200)]
 
@@ -111,8 +112,8 @@ def _cli(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.Com
 
 def test_a_stored_score_is_the_recomputed_score(scorer, tmp_path):
     """What the ledger holds for an article is what `pipeline score --article` computes from its text again."""
-    from pipeline.ledger.writer import Ledger
     from pipeline.ledger.models import Article
+    from pipeline.ledger.writer import Ledger
 
     ledger = Ledger(f"sqlite:///{tmp_path}/ledger.db")
     run = ledger.start_run(model="local/qwen2.5-coder-1.5b")

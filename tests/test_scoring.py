@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.score import scoring
 from pipeline.errors import ConfigError
+from pipeline.score import scoring
 from pipeline.score.scoring import (
     FEATURES,
     Calibration,

@@ -7,8 +7,6 @@ import subprocess
 import sys
 
 import pytest
-from scenarios import scripted
-from support import REPO, rewrite_calls
 
 from pipeline.model.llm import Reply
 from pipeline.testing import (
@@ -20,6 +18,9 @@ from pipeline.testing import (
     tool_call,
     tool_calls,
 )
+
+from scenarios import scripted
+from support import REPO, rewrite_calls
 
 
 def test_replies_come_back_in_order_with_usage_and_every_request_is_recorded():
@@ -133,7 +134,7 @@ def test_a_provider_failure_ends_the_run_exit_5(harness):
 
 
 def test_escalation_to_constrained_turns_in_process(harness):
-    outcome, ledger = harness.run("prose_until_schema", PIPELINE_LLM__JSON_SCHEMA="true")
+    outcome, _ledger = harness.run("prose_until_schema", PIPELINE_LLM__JSON_SCHEMA="true")
     assert (outcome.status, outcome.exit_code) == ("done", 0)
     constrained = [r for r in harness.requests if r.kind == "decision"]
     assert constrained and constrained[0].tools is None

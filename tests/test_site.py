@@ -15,10 +15,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from services import missing
-from sitebrowser import HOSTILE_TITLE, build_demo_site, chromium, dump_dom, serving
 
 from pipeline.publishing.publishers.local import LocalSitePublisher
+
+from services import missing
+from sitebrowser import HOSTILE_TITLE, build_demo_site, chromium, dump_dom, serving
 
 ATOM = {"a": "http://www.w3.org/2005/Atom"}
 REPO = Path(__file__).resolve().parent.parent
@@ -60,7 +61,7 @@ def test_the_feed_is_atom_with_dates_from_the_record_not_file_times(tmp_path):
         os.utime(page, (0, 0))  # file times say 1970; the feed must not care
     root = ET.fromstring(before)
     entries = root.findall("a:entry", ATOM)
-    assert [e.find("a:title", ATOM).text for e in entries][0] == HOSTILE_TITLE
+    assert [e.find("a:title", ATOM).text for e in entries][0] == HOSTILE_TITLE  # noqa: RUF015
     published = [datetime.fromisoformat(e.find("a:published", ATOM).text) for e in entries]
     assert published == sorted(published, reverse=True)
     assert published[-1] == datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)

@@ -19,17 +19,18 @@ import threading
 from pathlib import Path
 
 import pytest
+
+from pipeline import config as config_mod
+from pipeline.errors import ProviderUnavailableError
+from pipeline.ledger.writer import Ledger
+from pipeline.model.llm import ChatModel
+from pipeline.run.events import RunObserver
+from pipeline.run.runner import run_once
+from pipeline.runtime import shutdown
+
 from scenarios import scripted
 from stuck import StuckServer, wait_for_request
 from support import KEY_ENV, OFFLINE_API_BASE, REPO, write_config
-
-from pipeline import config as config_mod
-from pipeline.runtime import shutdown
-from pipeline.errors import ProviderUnavailableError
-from pipeline.run.events import RunObserver
-from pipeline.ledger.writer import Ledger
-from pipeline.model.llm import ChatModel
-from pipeline.run.runner import run_once
 
 
 def write(directory: Path, api_base: str, model: str = "openai/x", extra: str = "", llm_extra: str = "") -> Path:
@@ -188,8 +189,8 @@ def test_force_finish_marks_this_process_runs_interrupted(tmp_path):
 
 
 def test_a_stop_request_abandons_backoff_pauses(tmp_path, monkeypatch):
-    from pipeline.runtime import deadline
     from pipeline.errors import RunInterrupted
+    from pipeline.runtime import deadline
 
     stopped = threading.Event()
     stopped.set()  # as the first SIGTERM leaves it

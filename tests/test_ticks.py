@@ -12,12 +12,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlmodel import select
 
-from pipeline.runtime.alerts import Alerter
 from pipeline.errors import TickAlreadyRun
-from pipeline.run.events import RunObserver
-from pipeline.ledger.writer import Ledger
 from pipeline.ledger.models import Publication, Registration, Report, Run, Tick
+from pipeline.ledger.writer import Ledger
+from pipeline.run.events import RunObserver
 from pipeline.run.runner import run_once
+from pipeline.runtime.alerts import Alerter
 
 LEDGER_BACKENDS = ("sqlite", "postgresql")
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
@@ -179,8 +179,8 @@ def test_status_does_not_call_a_queued_first_tick_overdue(harness, monkeypatch):
 
 def test_the_scheduler_lead_reads_as_a_daemon_on_a_host_and_says_the_daemon_runs():
     from pipeline.ledger.locks import lead_label
-    from pipeline.views.status import EngineStatus
     from pipeline.ops.topology import _leader_text
+    from pipeline.views.status import EngineStatus
 
     since = datetime(2026, 12, 1, 21, 5, 3, tzinfo=timezone.utc)
     text, pid = _leader_text("pipeline daemon pid 812 on host-a", "10.0.0.5", since)

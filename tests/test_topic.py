@@ -6,16 +6,16 @@ import functools
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-from scenarios import scripted
-
-from pipeline.capabilities.topic import backlog, feed, is_repeat, topic
 from pipeline import config
-from pipeline.text.content import normalize_title
-from pipeline.ledger.writer import Ledger
+from pipeline.capabilities.topic import backlog, feed, is_repeat, topic
 from pipeline.ledger.models import Article, Publication, Topic
-from pipeline.tools.prompts import Prompts
+from pipeline.ledger.writer import Ledger
 from pipeline.testing import ScriptedModel
+from pipeline.text.content import normalize_title
+from pipeline.tools.prompts import Prompts
 from pipeline.tools.toolbox import RunContext
+
+from scenarios import scripted
 
 ATOM = """<?xml version="1.0" encoding="utf-8"?>
 <feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-import torture  # noqa: E402
+import torture
 
 pytestmark = pytest.mark.slow
 KILLS, TERMS = 10, 3

@@ -7,9 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from support import KEY_ENV, write_config
 
 from pipeline.runtime import tracing
+
+from support import KEY_ENV, write_config
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_a_run_is_one_agent_span_with_model_and_tool_spans(http_harness, memory_
 def test_a_failed_run_and_a_failed_tool_are_error_spans(harness, memory_spans):
     from opentelemetry.trace import StatusCode
 
-    outcome, _ = harness.run("unknown_tool", '\n[traces]\nenabled = true\nexporter = "none"\n')
+    _outcome, _ = harness.run("unknown_tool", '\n[traces]\nenabled = true\nexporter = "none"\n')
     spans = memory_spans.get_finished_spans()
     bad = [s for s in spans if s.attributes.get("gen_ai.tool.name") not in (None, "topic", "draft", "humanize", "publish",
                                                                             "register", "report")]

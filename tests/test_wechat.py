@@ -6,12 +6,9 @@ import logging
 import threading
 
 import pytest
-from platforms import add_article, new_context, write_config
 from sqlmodel import select
-from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
 from pipeline.capabilities.publish import publish
-from pipeline.tools.claims import ClaimRules
 from pipeline.errors import (
     ConfigError,
     PlatformUnavailableError,
@@ -23,6 +20,10 @@ from pipeline.publishing.publishers import PublishOutcomeUnknown
 from pipeline.publishing.publishers.wechat import STATUS, article_html, cover_png
 from pipeline.publishing.settle import recheck_published, recover_pending
 from pipeline.tools.catalog import lexicons
+from pipeline.tools.claims import ClaimRules
+
+from platforms import add_article, new_context, write_config
+from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
 
 @pytest.fixture

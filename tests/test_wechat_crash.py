@@ -23,15 +23,16 @@ import os
 from collections import Counter
 
 import pytest
-from platforms import add_article, new_context, write_config
 from sqlmodel import select
-from support import CrashWorker
-from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
 from pipeline.capabilities.publish import publish
 from pipeline.errors import PublicationFailed
 from pipeline.ledger.models import Publication
 from pipeline.publishing.settle import recover_pending
+
+from platforms import add_article, new_context, write_config
+from support import CrashWorker
+from wechatfake import SECRET, SECRET_ENV, WeChat, wechat_config
 
 # Even, so that half the kills are resumed in-run and half by recovery.
 ITERATIONS = 2 * max(1, int(os.environ.get("PIPELINE_WECHAT_CRASH_ITERATIONS", "6")) // 2)

@@ -13,16 +13,17 @@ import re
 
 import httpx
 import pytest
-from platforms import SECRET_ENV, add_article, make_platform, new_context, write_config
 from sqlmodel import select
 
 from pipeline.capabilities.publish import publish
-from pipeline.text.content import slugify
 from pipeline.errors import ConfigError
 from pipeline.ledger.models import Article, Publication
-from pipeline.publishing.publishers import PublishOutcomeUnknown, get_publisher
 from pipeline.publishing.publish import idempotency_key as _key
 from pipeline.publishing.publish import slug_for as _slug
+from pipeline.publishing.publishers import PublishOutcomeUnknown, get_publisher
+from pipeline.text.content import slugify
+
+from platforms import SECRET_ENV, add_article, make_platform, new_context, write_config
 
 SCRIPT_TITLE = 'Builds <script>alert("x")</script> & "quotes" — 构建 🚀'
 
@@ -309,7 +310,7 @@ def test_the_next_run_registers_what_an_interrupted_run_published(harness, wp, m
     with ledger.read() as s:
         regs = {r.run_id: r.registration_no for r in s.exec(select(Registration)).all()}
     assert set(regs) == {dead.run_id, outcome.run_id}  # the interrupted run's publication, and this run's own
-    again, _ = harness.run("honest", _wp_extra(wp))
+    _again, _ = harness.run("honest", _wp_extra(wp))
     with ledger.read() as s:
         assert len(s.exec(select(Registration)).all()) == 3  # nothing registered twice
     assert wp.stats()["duplicates"] == 0

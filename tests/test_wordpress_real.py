@@ -19,19 +19,20 @@ from collections import Counter
 
 import httpx
 import pytest
-import realwp
-from platforms import SECRET_ENV, new_context
 from sqlmodel import select
-from support import KEY_ENV, REPO
-from support import write_config as llm_config
 
 from pipeline.capabilities.publish import publish
-from pipeline.text.content import content_hash
 from pipeline.errors import ConfigError
 from pipeline.ledger.models import Article, Publication, Registration, Run
+from pipeline.publishing.publish import idempotency_key as _key
 from pipeline.publishing.publishers import PublishOutcomeUnknown
 from pipeline.publishing.publishers.wordpress import read_markers
-from pipeline.publishing.publish import idempotency_key as _key
+from pipeline.text.content import content_hash
+
+import realwp
+from platforms import SECRET_ENV, new_context
+from support import KEY_ENV, REPO
+from support import write_config as llm_config
 
 pytestmark = pytest.mark.wordpress
 REQUIRED = os.environ.get("PIPELINE_REQUIRE_REAL_PLATFORMS") == "1"

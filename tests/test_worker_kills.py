@@ -13,12 +13,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from fakellm import FakeLLM
-from services import broker_url
-from worker_kills import KEY_ENV, celery_config, count, daemon, done, recent_tick, wait, worker
 
 from pipeline import config as config_mod
 from pipeline.ledger.writer import Ledger
+
+from fakellm import FakeLLM
+from services import broker_url
+from worker_kills import KEY_ENV, celery_config, count, daemon, done, recent_tick, wait, worker
 
 LEASE_S = 6
 # One run on the scripted model (0.2 s a turn) plus a worker's start, on a loaded 2-core machine.

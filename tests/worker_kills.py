@@ -21,10 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlmodel import select
-from support import DRAFT_FOR_SCRIPTED_MODEL
 
-from pipeline.ledger.writer import Ledger
 from pipeline.ledger.models import Publication, Registration, Tick
+from pipeline.ledger.writer import Ledger
+
+from support import DRAFT_FOR_SCRIPTED_MODEL
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

@@ -29,10 +29,10 @@ import re
 from string import Template
 from typing import Annotated, Any
 
-from pipeline.text import article as art
-from pipeline.tools.claims import Lexicon
-from pipeline.text.content import content_hash
 from pipeline.errors import CapabilityError
+from pipeline.text import article as art
+from pipeline.text.content import content_hash
+from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese"}
@@ -103,7 +103,7 @@ def _json_object(text: str) -> Any:
     return json.loads(text[start:end + 1])
 
 
-def parse_outline(text: str) -> dict:
+def parse_outline(text: str) -> dict[str, Any]:
     """The outline from the model's answer; ValueError saying what is wrong with it."""
     data = _json_object(text)
     if not isinstance(data, dict):
@@ -153,8 +153,8 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
     """The stored outline of this run's topic, made if there is none."""
     from sqlmodel import select
 
-    from pipeline.model.probe import supports_json_schema
     from pipeline.ledger.models import Outline
+    from pipeline.model.probe import supports_json_schema
 
     with ctx.ledger.read() as s:
         found = s.exec(select(Outline).where(Outline.run_id == ctx.run_id, Outline.topic_id == topic.id)).first()
@@ -277,8 +277,8 @@ class Writer:
         self.system = ctx.prompts.render(prompt_name("section", self.language), audience=self.d.audience,
                                          style=self.d.style, title=outline.title, thesis=outline.thesis, sections=listed)
         self.asks = ctx.prompts.table(f"parts.{'zh' if self.language == 'zh' else 'en'}.toml")
-        self.log: list[dict] = []
-        self.repairs: list[dict] = []
+        self.log: list[dict[str, Any]] = []
+        self.repairs: list[dict[str, Any]] = []
         target = self.d.target()
         self.opening_n, self.closing_n = max(40, target // 8), max(30, target // 10)
         self.per_section = max(60, (target - self.opening_n - self.closing_n) // len(self.sections))
@@ -485,7 +485,7 @@ def _tail(text: str) -> str:
 
 
 @capability(order=20, fact="article_id", lexicon=LEXICON)
-def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by topic."]) -> dict:
+def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by topic."]) -> dict[str, Any]:
     """Write the article for a topic (an outline, then each section). Returns the draft's article_id, title and length."""
     from sqlmodel import select
 

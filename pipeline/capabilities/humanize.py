@@ -25,11 +25,11 @@ from dataclasses import asdict
 from string import Template
 from typing import Annotated, Any
 
-from pipeline.text import article as art
-from pipeline.score import scoring
-from pipeline.tools.claims import Lexicon
-from pipeline.text.content import content_hash
 from pipeline.errors import AgentIncompleteError, AwaitingReview, CapabilityError
+from pipeline.score import scoring
+from pipeline.text import article as art
+from pipeline.text.content import content_hash
+from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
 from .draft import clean_part, prompt_name
@@ -76,7 +76,7 @@ def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
-def _passed(result: dict) -> bool:
+def _passed(result: dict[str, Any]) -> bool:
     return result.get("passed", True) is not False
 
 
@@ -122,7 +122,7 @@ def _section_of(bs: list[art.Block], i: int) -> str:
     return next((art.heading_text(b) for b in reversed(bs[:i]) if b.kind == "heading"), "")
 
 
-def _weakest_line(title: str, paragraphs: list[dict], language: str) -> str:
+def _weakest_line(title: str, paragraphs: list[dict[str, Any]], language: str) -> str:
     scored = [p for p in paragraphs if p.get("after") is not None]
     if not scored:
         return ""
@@ -133,7 +133,7 @@ def _weakest_line(title: str, paragraphs: list[dict], language: str) -> str:
 
 @capability(order=30, fact="score", lexicon=LEXICON, finished=_passed,
             shown=("article_id", "score", "threshold", "passed"))
-def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the draft returned by draft."]) -> dict:
+def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the draft returned by draft."]) -> dict[str, Any]:
     """Rewrite the weakest paragraphs of a draft so it reads as written by a person, and score it (0-100).
     Returns the new article_id and the score."""
     from sqlmodel import select

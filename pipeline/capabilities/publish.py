@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
@@ -38,13 +38,13 @@ LEXICON = Lexicon(
 )
 
 
-def _verified(result: dict) -> bool:
+def _verified(result: dict[str, Any]) -> bool:
     """A publication whose URL did not check out does not finish the step."""
     return result.get("verified") is not False
 
 
 @capability(order=40, fact="url", lexicon=LEXICON, finished=_verified)
-def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned by humanize."]) -> dict:
+def publish(ctx: RunContext, article_id: Annotated[int, "The article_id returned by humanize."]) -> dict[str, Any]:
     """Publish a humanized article to the configured platform and verify its URL. Returns publication_id and url."""
     from pipeline.publishing.publish import publish_article
 

@@ -5,12 +5,12 @@ Registering the same publication again returns its existing number.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pipeline.tools.claims import Lexicon
 from pipeline.errors import CapabilityError
-from pipeline.tools.toolbox import RunContext, capability
 from pipeline.states import PublicationStatus
+from pipeline.tools.claims import Lexicon
+from pipeline.tools.toolbox import RunContext, capability
 
 LEXICON = Lexicon(
     verbs=(
@@ -31,7 +31,7 @@ LEXICON = Lexicon(
 
 
 @capability(order=50, fact="registration_no", lexicon=LEXICON)
-def register(ctx: RunContext, publication_id: Annotated[int, "The publication_id returned by publish."]) -> dict:
+def register(ctx: RunContext, publication_id: Annotated[int, "The publication_id returned by publish."]) -> dict[str, Any]:
     """Register a verified publication in the ledger. Returns its registration_no."""
     from pipeline.ledger.models import Publication
     from pipeline.publishing.numbers import assign, registration_day

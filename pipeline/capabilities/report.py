@@ -6,6 +6,8 @@ posted to the report webhook when one is configured.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
@@ -29,7 +31,7 @@ LEXICON = Lexicon(
 # The model reads back only the id: the report's path holds the run id, whose digits the embedded model
 # once turned into a registration number (CT-20261130-009767) in its final answer.
 @capability(order=60, fact="report_id", lexicon=LEXICON, shown=("report_id",))
-def report(ctx: RunContext) -> dict:
+def report(ctx: RunContext) -> dict[str, Any]:
     """Write this run's report from the ledger (topic, title, score, URL, registration). Call it last."""
     from pipeline.ledger.models import Report
     from pipeline.views.reports import deliver, render_run, run_summary

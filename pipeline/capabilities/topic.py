@@ -26,11 +26,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pipeline.runtime import deadline
-from pipeline.tools.claims import Lexicon
-from pipeline.text.content import normalize_title
 from pipeline.errors import CapabilityError
+from pipeline.runtime import deadline
+from pipeline.text.content import normalize_title
+from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
 log = logging.getLogger(__name__)
@@ -224,7 +225,7 @@ LEXICON = Lexicon(
 
 
 @capability(order=10, fact="title", lexicon=LEXICON)
-def topic(ctx: RunContext) -> dict:
+def topic(ctx: RunContext) -> dict[str, Any]:
     """Pick the next topic for this run. Returns topic_id, title and angle. Call it first."""
     from sqlmodel import select
 

@@ -11,8 +11,8 @@ ticks that were queued or claimed but never reached an outcome are listed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
@@ -35,7 +35,7 @@ class LedgerHealth:
         # A ledger behind this program is sound: the next open migrates it.
         return not self.problems and self.schema != "ahead"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "revision": self.revision, "head": self.head, "schema": self.schema,
                 "ok": self.ok, "problems": self.problems, "notes": self.notes}
 

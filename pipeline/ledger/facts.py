@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from collections.abc import Mapping
 from typing import Any
 
 # Each capability's recorded value, the result key a claim can quote ({"publish": "url", …}). The ledger

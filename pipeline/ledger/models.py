@@ -34,7 +34,7 @@ from sqlmodel import Field, SQLModel
 from .utc import aware, utcnow
 
 
-class UTCDateTime(TypeDecorator):
+class UTCDateTime(TypeDecorator[datetime]):
     """Every time in the ledger: aware UTC in Python, ``timestamptz`` on PostgreSQL, ISO text with ``+00:00`` on SQLite."""
 
     impl = DateTime(timezone=True)
@@ -55,7 +55,7 @@ class UTCDateTime(TypeDecorator):
         return None if value is None else aware(value)
 
 
-def Time(**kw: Any) -> Any:  # capitalised: it reads as a column type in the models below
+def Time(**kw: Any) -> Any:  # noqa: N802  (capitalised: it reads as a column type in the models below)
     """A time column (``UTCDateTime``); keyword arguments as for ``Field``."""
     return Field(sa_type=UTCDateTime, **kw)
 

@@ -59,7 +59,7 @@ class _Reads:
 
     is_sqlite: bool
 
-    def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple]]:
+    def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
         raise NotImplementedError
 
     def rows(self, sql: str, **params: Any) -> list[SimpleNamespace]:
@@ -67,7 +67,7 @@ class _Reads:
         names, rows = self._execute(sql, params)
         return [_row(dict(zip(names, r, strict=True))) for r in rows]
 
-    def tuples(self, sql: str, **params: Any) -> list[tuple]:
+    def tuples(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
         """Raw result rows, unconverted (for bulk numbers)."""
         return self._execute(sql, params)[1]
 
@@ -143,7 +143,7 @@ class EngineReader(_Reads):
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
 
-    def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple]]:
+    def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
         from sqlalchemy import text
 
         with self.engine.connect() as conn:
@@ -200,7 +200,7 @@ class LedgerReader(_Reads):
         from .migrations import SCRIPT_LOCATION, _too_new
 
         try:
-            names, found = self._execute("SELECT version_num FROM alembic_version", {})
+            _names, found = self._execute("SELECT version_num FROM alembic_version", {})
         except LedgerError:
             if not self.is_sqlite:
                 self.conn.rollback()  # the failed statement aborted the transaction
@@ -210,7 +210,7 @@ class LedgerReader(_Reads):
         if found and found[0][0] not in known:
             raise LedgerVersionError(_too_new(found[0][0], known))
 
-    def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple]]:
+    def _execute(self, sql: str, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
         try:
             if self.is_sqlite:
                 cur = self.conn.execute(sql, params)

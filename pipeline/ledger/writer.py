@@ -17,13 +17,13 @@ they recorded. Nothing the model wrote can add to it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-import logging
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,15 +34,15 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import make_transient
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from . import disk, migrations
-from ..text import redact
 from ..errors import EnvironmentFailure, LedgerError, TickAlreadyRun
+from ..states import RunStatus
+from ..text import redact
+from . import disk, migrations
 
 # Fact lives in a module without SQLAlchemy, so the read commands can share it.
-from .facts import Fact, fact_from_execution  # noqa: F401  (re-exported)
+from .facts import Fact, fact_from_execution  # also re-exported
 from .models import Claim, Daemon, Execution, GuardEvent, ModelCall, ProviderCapability, Run, Tick, TickEvent, Turn
 from .utc import aware, sqlite_text, utcnow
-from ..states import RunStatus
 
 if TYPE_CHECKING:
     from ..config import Config

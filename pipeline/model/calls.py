@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .messages import Reply
     from ..ledger.models import Execution
+    from .messages import Reply
 
 
 class Ledger(Protocol):

@@ -30,7 +30,8 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 
 
 def _function(tool: dict[str, Any]) -> dict[str, Any]:
-    return tool.get("function", tool)
+    function: dict[str, Any] = tool.get("function", tool)
+    return function
 
 
 def constrained_tools_schema(tools: list[dict[str, Any]], tool_choice: Any = "auto") -> dict[str, Any]:

@@ -26,22 +26,23 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from . import calls
-from ..runtime import deadline
 from ..config import LLMConfig
 from ..errors import ConfigError, DeadlineExceeded, ProviderUnavailableError
-from .messages import Reply, ToolCall
+from ..runtime import deadline
 from ..runtime.retry import Backoff
 from ..runtime.tracing import traced_chat
+from . import calls
+from .messages import Reply, ToolCall
 
 log = logging.getLogger(__name__)
 
-_litellm = None
+_litellm: ModuleType | None = None
 
 
-def _load_litellm():
+def _load_litellm() -> ModuleType:
     global _litellm
     if _litellm is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

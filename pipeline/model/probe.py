@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ProviderUnavailableError
 
 if TYPE_CHECKING:
+    from ..ledger.models import ProviderCapability
     from ..ledger.writer import Ledger
     from .llm import ChatModel
-    from ..ledger.models import ProviderCapability
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,8 @@ class Support:
     probe_error: str | None = None  # the last probe could not reach the provider
 
     def get(self, name: str) -> bool | None:
-        return getattr(self, name)
+        value: bool | None = getattr(self, name)
+        return value
 
     def as_dict(self) -> dict[str, Any]:
         return {**{c: self.get(c) for c in CAPABILITIES}, "sources": self.sources, "probe_error": self.probe_error}
@@ -126,8 +127,8 @@ def supports_json_schema(llm: ChatModel, ledger: Ledger, served_model: str | Non
 def probe(llm: ChatModel) -> ProviderCapability:
     """Ask the provider: two tiny requests. A wrong key raises (``ProviderRefused``, exit 2); an unreachable
     provider is recorded as the row's ``error`` (every answer None)."""
-    from .llm import ProviderRefused
     from ..ledger.models import ProviderCapability
+    from .llm import ProviderRefused
 
     row = ProviderCapability(model=llm.cfg.model, api_base=llm.cfg.api_base or "")
     token = secrets.token_hex(4)

@@ -31,6 +31,8 @@ from .. import config as config_mod
 from ..errors import ChannelLocked, LedgerError, PipelineError, TickAlreadyRun
 
 if TYPE_CHECKING:
+    from celery import Celery
+
     from ..config import Config
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ TASK = "pipeline.run_tick"
 CONFIG_ENV = "PIPELINE_WORKER_CONFIG"
 
 
-def make_app(cfg):
+def make_app(cfg: Config) -> Celery:
     from celery import Celery
 
     app = Celery("pipeline", broker=cfg.engine.broker(), set_as_current=False)
@@ -68,7 +70,7 @@ def make_app(cfg):
     worker_process_shutdown.connect(lambda **_: resident.checkpoint_all(), weak=False)
 
     @app.task(name=TASK, bind=True, max_retries=max_retries)
-    def run_tick(self: Any, channel: str, scheduled_for: str) -> dict:
+    def run_tick(self: Any, channel: str, scheduled_for: str) -> dict[str, Any]:
         tick_log.info("tick %s@%s received (delivery %d%s)", channel, scheduled_for, self.request.retries + 1,
                       ", redelivered" if (self.request.delivery_info or {}).get("redelivered") else "")
         try:
@@ -92,7 +94,7 @@ def make_app(cfg):
 class ChannelBusy(Exception):
     """This delivery found its channel's lock held; ``result`` is what the task returns if it stops retrying."""
 
-    def __init__(self, result: dict) -> None:
+    def __init__(self, result: dict[str, Any]) -> None:
         super().__init__(result["skipped"])
         self.result = result
 
@@ -103,10 +105,10 @@ def send_tick(app: Any, cfg: Config, channel: str, scheduled_for: datetime) -> N
                   task_id=f"{channel}@{scheduled_for.isoformat()}")
 
 
-def execute_tick(channel: str, tick: datetime) -> dict:
+def execute_tick(channel: str, tick: datetime) -> dict[str, Any]:
     """In a worker process: run ``channel`` for ``tick`` with this process's model and ledger."""
-    from . import resident
     from ..run.runner import run_once
+    from . import resident
 
     cfg = config_mod.load(os.environ[CONFIG_ENV]).for_channel(channel)
     ledger = resident.ledger_for(cfg)
@@ -156,6 +158,7 @@ def queue_depth(app: Any, queue: str) -> int:
 
     with app.connection_for_read() as conn:
         try:
-            return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+            depth: int = conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+            return depth
         except (ChannelError, NotFound):  # no such queue yet (Redis drops empty ones): nothing waits
             return 0

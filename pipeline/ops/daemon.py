@@ -40,16 +40,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import config as config_mod
-from . import resident
+from ..errors import ChannelLocked, PipelineError, TickAlreadyRun
+from ..ledger.locks import hold
+from ..run.events import RunObserver
 from ..runtime import shutdown
 from ..runtime.alerts import Alerter
-from ..errors import ChannelLocked, PipelineError, TickAlreadyRun
-from ..run.events import RunObserver
-from ..ledger.locks import hold
 from ..runtime.scheduling import make_trigger
 from ..states import RunStatus
+from . import resident
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from apscheduler.executors.base import BaseExecutor
+    from celery import Celery
+
     from ..config import Config
 
 log = logging.getLogger(__name__)
@@ -145,10 +150,10 @@ def resend_unclaimed(config_path: str) -> int:
     return len(due)
 
 
-_apps: dict[str, object] = {}
+_apps: dict[str, Celery] = {}
 
 
-def _celery_app(cfg):
+def _celery_app(cfg: Config) -> Celery:
     from .celery_engine import make_app
 
     with _lock:
@@ -203,7 +208,7 @@ def pool_size(cfg: Config) -> int:
     return max(1, min(32, len(cfg.channel_names())))
 
 
-def _executor(cfg):
+def _executor(cfg: Config) -> BaseExecutor:
     from apscheduler.executors.pool import ProcessPoolExecutor, ThreadPoolExecutor
 
     if cfg.daemon.executor == "thread":
@@ -238,9 +243,9 @@ def _mark_interrupted(cfg: Config) -> None:
     from sqlmodel import select
 
     from ..errors import ChannelLocked
-    from ..ledger.writer import Ledger
     from ..ledger.locks import channel_lock
     from ..ledger.models import Run
+    from ..ledger.writer import Ledger
 
     ledger = Ledger.of(cfg)
     with ledger.read() as s:
@@ -354,7 +359,7 @@ def _leadership(cfg: Config, stopped: threading.Event) -> AbstractContextManager
         return hold(cfg.state_dir / "daemon.lock", "the daemon's job store")
 
     @contextmanager
-    def lead():
+    def lead() -> Iterator[Any]:
         logged = False
         while not stopped.is_set():
             with ExitStack() as stack:
@@ -473,12 +478,12 @@ def _heartbeat(ledger: Any, me: str, every_s: float, stopped: threading.Event) -
             log.error("heartbeat not written: %s", exc)
 
 
-def _serve_metrics(cfg):
+def _serve_metrics(cfg: Config) -> Any:
     """Prometheus /metrics at [metrics] listen, read from the ledger at each scrape."""
     if not cfg.metrics.listen:
         return None
-    from ..views import metrics
     from ..errors import ConfigError
+    from ..views import metrics
 
     try:
         server = metrics.serve(cfg.metrics.listen, cfg.ledger_url)

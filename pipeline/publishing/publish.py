@@ -36,7 +36,6 @@ import httpx
 from sqlmodel import select
 
 from ..config import Config, PublishConfig
-from ..text.content import slugify
 from ..errors import (
     AwaitingReview,
     CapabilityError,
@@ -48,9 +47,12 @@ from ..errors import (
     PublicationSubmitted,
     RunInterrupted,
 )
-from ..ledger.writer import Ledger
 from ..ledger.models import Article, Publication, Topic
 from ..ledger.utc import utcnow
+from ..ledger.writer import Ledger
+from ..states import PublicationStatus
+from ..text.content import slugify
+from ..tools.toolbox import RunContext
 from .publishers import (
     LookupUnsupported,
     Published,
@@ -60,8 +62,6 @@ from .publishers import (
     same_content,
 )
 from .publishers.remote import AttemptBudget, RemotePublisher
-from ..states import PublicationStatus
-from ..tools.toolbox import RunContext
 from .verify import check_url, host_allowed
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 RECOVERED = "recovered after crash"
 
 
-def _result(p: Publication, **extra: Any) -> dict:
+def _result(p: Publication, **extra: Any) -> dict[str, Any]:
     return {"publication_id": p.id, "url": p.url, "verified": p.status == PublicationStatus.VERIFIED, "target": p.target, **extra}
 
 
@@ -160,7 +160,7 @@ def verifier(cfg: Config, publisher: Publisher, digest: str) -> Callable[[Publis
     return lambda published: verify_published(cfg, publisher, published, digest)
 
 
-def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: Article) -> dict:
+def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: Article) -> dict[str, Any]:
     """pending → submitted → verified | failed, as far as this run's polling budget goes.
 
     Still ``submitted`` (or a submit whose answer was lost) at the end of the
@@ -203,7 +203,7 @@ def _find_earlier(publisher: Publisher, key: str, slug: str, digest: str) -> Pub
     return found
 
 
-def _metadata(ctx: RunContext, row_id: int, article: Article, publisher: Publisher) -> dict:
+def _metadata(ctx: RunContext, row_id: int, article: Article, publisher: Publisher) -> dict[str, Any]:
     """What a publisher that shows dates and tags gets from the ledger: the publication's time, the topic's keywords.
 
     Keywords are what a CSV backlog's ``keywords`` column added to the topic's angle (after " — ").
@@ -261,7 +261,7 @@ def _hold_for_review(ctx: RunContext, article: Article) -> None:
                          f"(or reject {ctx.run_id} --reason …)")
 
 
-def publish_article(ctx: RunContext, article_id: int) -> dict:
+def publish_article(ctx: RunContext, article_id: int) -> dict[str, Any]:
     """The ``publish`` capability's work (see the module docstring)."""
     with ctx.ledger.read() as s:
         article = s.get(Article, article_id)

@@ -33,9 +33,9 @@ from sqlmodel import select
 
 from ..config import Config
 from ..errors import ConfigError, ExitCode, PipelineError
-from ..ledger.writer import Ledger
 from ..ledger.models import Article, Registration, Report, Review, Run
 from ..ledger.utc import utcnow
+from ..ledger.writer import Ledger
 from ..states import ReviewStatus, RunStatus
 from ..views.status import ReviewView, review_of, reviews
 
@@ -159,8 +159,8 @@ def approve(cfg: Config, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewVi
 def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
     """publish → register → report for an approved run, each recorded as the run's execution; then done."""
     from ..model.messages import ToolCall
-    from ..tools.prompts import Prompts
     from ..tools.catalog import toolbox
+    from ..tools.prompts import Prompts
     from ..tools.toolbox import RunContext
 
     tools = toolbox()
@@ -169,7 +169,7 @@ def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
         review = s.exec(select(Review).where(Review.run_id == run_id)).one()
         reported = s.exec(select(Report).where(Report.run_id == run_id)).first() is not None
 
-    def call(name: str, **args: Any) -> dict:
+    def call(name: str, **args: Any) -> dict[str, Any]:
         result = tools.execute(ctx, ToolCall(f"{CALL_PREFIX}{by}", name, json.dumps(args)))
         if not result.ok:
             raise ReviewStepFailed(f"run {run_id}: {name} failed after approval: {result.payload.get('error')}; "

@@ -51,7 +51,7 @@ from ..ledger.models import Article, Execution, Publication, Registration, Run
 from ..ledger.utc import aware, utcnow
 from ..ledger.writer import Ledger
 from ..runtime.alerts import Alerter
-from ..states import PublicationStatus, RunStatus, UNFINISHED
+from ..states import UNFINISHED, PublicationStatus, RunStatus
 from .publish import (
     RECOVERED,
     budget_for,
@@ -288,7 +288,7 @@ def _alert_and_mark(ledger: Ledger, alerter: Alerter, channel: str, by_run: str 
 
 
 def reconciliations(ledger: Ledger, channel: str | None = None, since: datetime | None = None,
-                    until: datetime | None = None) -> list[dict]:
+                    until: datetime | None = None) -> list[dict[str, Any]]:
     """Registrations made by reconciliation (newest last), with what they completed."""
     query = (select(Execution, Run).join(Run, Run.id == Execution.run_id)
              .where(Execution.capability == "register", Execution.call_id.like(f"{CALL_PREFIX}%"), Execution.ok == True)  # noqa: E712

@@ -39,8 +39,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..runtime import deadline, shutdown
-from ..tools import catalog
 from ..config import AgentConfig
 from ..errors import (
     AgentHallucinationError,
@@ -48,16 +46,18 @@ from ..errors import (
     AgentStuckError,
     RunInterrupted,
 )
-from .events import Nudge, RunObserver
-from .guard import Guard, Assessment
 from ..ledger.locks import lost_lock
 from ..model.messages import ToolCall
+from ..runtime import deadline, shutdown
 from ..states import GuardAction, GuardKind
+from ..tools import catalog
 from ..tools.toolbox import RunContext, Toolbox
+from .events import Nudge, RunObserver
+from .guard import Assessment, Guard
 
 if TYPE_CHECKING:
-    from ..model.llm import Reply
     from ..ledger.models import Turn
+    from ..model.messages import Reply
     from ..tools.toolbox import ToolResult
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
+from ..ledger.writer import Ledger
+from ..states import GuardKind
 from ..tools import catalog
 from ..tools.claims import (
     MISMATCH,
@@ -33,9 +35,7 @@ from ..tools.claims import (
     ClaimRules,
     text_tool_calls,
 )
-from ..ledger.writer import Ledger
 from ..tools.prompts import Prompts
-from ..states import GuardKind
 
 
 @dataclass
@@ -151,7 +151,10 @@ class Guard:
 
     def nudge(self, review: Assessment) -> str:
         t = self.prompts.table(f"nudges.{self.language}.toml")
-        fill = lambda key, **kv: Template(t[key]).substitute(**kv)  # noqa: E731
+
+        def fill(key: str, **kv: Any) -> str:
+            return Template(t[key]).substitute(**kv)
+
         lines = [t["header"]]
         for c in review.hallucinations:
             if c.status == UNBACKED:

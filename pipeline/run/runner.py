@@ -18,29 +18,29 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..runtime import deadline, shutdown, tracing
-from ..ledger import disk
-from ..text import redact
-from ..tools import catalog
-from ..score import scoring
-from . import validate
-from .agent import AgentLoop
-from ..runtime.alerts import Alerter
-from ..tools.claims import ClaimRules
 from ..config import Config
 from ..errors import EnvironmentFailure, ExitCode, PipelineError, RunInterrupted
-from .events import RunObserver
-from .guard import Guard
+from ..ledger import disk
+from ..ledger.locks import channel_lock
+from ..ledger.utc import sqlite_text, utcnow
 from ..ledger.writer import Ledger
 from ..model.llm import ChatModel, is_local
-from ..ledger.locks import channel_lock
-from ..views.metrics import export_after_run
-from ..tools.prompts import Prompts
 from ..publishing.publishers import get_publisher
+from ..runtime import deadline, shutdown, tracing
+from ..runtime.alerts import Alerter
+from ..score import scoring
 from ..states import RunStatus
-from .ticks import LeaseKeeper, settle_before_run
+from ..text import redact
+from ..tools import catalog
+from ..tools.claims import ClaimRules
+from ..tools.prompts import Prompts
 from ..tools.toolbox import RunContext
-from ..ledger.utc import sqlite_text, utcnow
+from ..views.metrics import export_after_run
+from . import validate
+from .agent import AgentLoop
+from .events import RunObserver
+from .guard import Guard
+from .ticks import LeaseKeeper, settle_before_run
 
 log = logging.getLogger(__name__)
 
@@ -245,5 +245,5 @@ def force_finish(reason: str = "interrupted by a second signal") -> None:
                     server.execute(text("SET LOCAL lock_timeout = '500ms'"))
                     server.execute(text(update), params)
                 engine.dispose()
-        except Exception as exc:  # noqa: BLE001  (on the way out: say it, never raise)
+        except Exception as exc:  # on the way out: say it, never raise
             log.error("run %s left running: %s", run_id, exc)

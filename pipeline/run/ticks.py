@@ -26,12 +26,12 @@ from datetime import datetime
 
 from sqlmodel import select
 
-from ..runtime.alerts import Alerter
 from ..config import Config
 from ..errors import TickAlreadyRun
-from ..ledger.writer import Ledger
 from ..ledger.models import Execution, Publication, Registration, Report
 from ..ledger.utc import utcnow
+from ..ledger.writer import Ledger
+from ..runtime.alerts import Alerter
 from ..states import PublicationStatus
 
 log = logging.getLogger(__name__)
@@ -118,5 +118,5 @@ class LeaseKeeper:
             try:
                 if not self.ledger.renew_lease(self.tick_id, self.run_id, self.lease_s):
                     return  # the tick is no longer this run's claim (finished)
-            except Exception as exc:  # noqa: BLE001  (the ledger is away: the channel lock still excludes others)
+            except Exception as exc:  # the ledger is away: the channel lock still excludes others
                 log.warning("tick %s: lease not renewed: %s", self.tick_id, exc)

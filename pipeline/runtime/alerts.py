@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 
-from . import deadline, http
 from ..config import AlertsConfig
 from ..text.redact import shown
+from . import deadline, http
 
 log = logging.getLogger(__name__)
 

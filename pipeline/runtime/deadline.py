@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from . import shutdown
 from ..errors import DeadlineExceeded, RunInterrupted
+from . import shutdown
 
 T = TypeVar("T")
 POLL_S = 0.05  # how often a waiting caller looks at the clock and the stop flag
@@ -41,7 +41,7 @@ def limit(seconds: float | None, what: str) -> Iterator[None]:
     if not seconds:
         yield
         return
-    token = _stack.set(_stack.get() + ((time.monotonic() + seconds, what, seconds),))
+    token = _stack.set((*_stack.get(), (time.monotonic() + seconds, what, seconds)))
     try:
         yield
     finally:

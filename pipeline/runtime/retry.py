@@ -29,7 +29,7 @@ class Backoff:
 
     def delay(self, attempt: int) -> float:
         """The pause after failed attempt number ``attempt`` (1-based)."""
-        delay = min(self.base_s * 2 ** (attempt - 1), self.cap_s)
+        delay: float = min(self.base_s * 2 ** (attempt - 1), self.cap_s)
         return delay * (0.5 + random.random()) if self.jitter else delay
 
     def pause(self, attempt: int, sleep: Callable[[float], object] | None = None) -> float:

@@ -55,7 +55,7 @@ class CrontabTrigger(BaseTrigger):
         """The last fire time at or before ``now``."""
         return next(self._iter(now + timedelta(microseconds=1), reverse=True), None)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"version": 1, "expr": self.expr, "timezone": self.timezone}
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..config import TracesConfig
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _tracer: Any = None  # an opentelemetry Tracer once configure() enabled tracing
 _provider_installed = False
@@ -80,7 +82,7 @@ def start(name: str, **attributes: Any) -> Any:
     return _tracer.start_span(name, attributes=_clean(attributes))
 
 
-def current(span):
+def current(span: Any) -> AbstractContextManager[Any]:
     """Make ``span`` the parent of the spans started inside the block."""
     if span is None:
         return nullcontext()
@@ -117,11 +119,11 @@ def _provider(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else model
 
 
-def traced_chat(complete):
+def traced_chat(complete: _F) -> _F:
     """Decorates ``ChatModel.complete``: a ``chat <model>`` client span with request, response and usage."""
 
     @functools.wraps(complete)
-    def wrapper(self, messages, *args, **kwargs):
+    def wrapper(self: Any, messages: Any, *args: Any, **kwargs: Any) -> Any:
         if _tracer is None:
             return complete(self, messages, *args, **kwargs)
         with span(f"chat {self.cfg.model}", client=True, **{
@@ -140,14 +142,14 @@ def traced_chat(complete):
             }))
             return reply
 
-    return wrapper
+    return cast(_F, wrapper)  # functools.wraps: the same signature, the same result
 
 
-def traced_tool(execute):
+def traced_tool(execute: _F) -> _F:
     """Decorates ``Toolbox.execute``: an ``execute_tool <name>`` span; a failed execution is an error span."""
 
     @functools.wraps(execute)
-    def wrapper(self, ctx, call, *args, **kwargs):
+    def wrapper(self: Any, ctx: Any, call: Any, *args: Any, **kwargs: Any) -> Any:
         if _tracer is None:
             return execute(self, ctx, call, *args, **kwargs)
         with span(f"execute_tool {call.name}", **{
@@ -164,4 +166,4 @@ def traced_tool(execute):
                 s.set_status(Status(StatusCode.ERROR, str(result.payload.get("error", ""))[:500]))
             return result
 
-    return wrapper
+    return cast(_F, wrapper)  # functools.wraps: the same signature, the same result

@@ -41,11 +41,11 @@ import os
 import re
 import statistics
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
-from collections.abc import Iterator
 
 from ..errors import ConfigError
 from .scores import (  # noqa: F401  (re-exported: the scorer's API)

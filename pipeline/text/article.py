@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import asdict, dataclass
+from typing import Any
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’_.-]*[A-Za-z0-9]|[A-Za-z0-9]")
@@ -328,7 +329,7 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
     return out
 
 
-def report(problems: list[Problem], title: str, body: str, language: str) -> dict:
+def report(problems: list[Problem], title: str, body: str, language: str) -> dict[str, Any]:
     """What is stored with the article: passed, length, and each problem."""
     return {"passed": not problems, "length": body_length(body, language), "unit": unit(language),
             "problems": [asdict(p) for p in problems]}

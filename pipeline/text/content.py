@@ -59,7 +59,8 @@ def normalize_title(title: str) -> str:
 def to_html(markdown: str) -> str:
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": False}).render(markdown)
+    html: str = MarkdownIt("commonmark", {"html": False}).render(markdown)
+    return html
 
 
 # Characters of generated prose per token. English measured on the embedded model: 5.0-5.3

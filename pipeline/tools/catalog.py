@@ -20,8 +20,8 @@ from ..ledger import facts
 PLUGINS = "pipeline.capabilities"
 
 if TYPE_CHECKING:
-    from .claims import ClaimRules, Lexicon
     from ..config import Config
+    from .claims import ClaimRules, Lexicon
     from .toolbox import Capability, Toolbox
 
 
@@ -77,8 +77,8 @@ def lexicons() -> Mapping[str, Lexicon]:
 
 def claim_rules(cfg: Config) -> ClaimRules:
     """The claim rules of a deployment: the capabilities' lexicons, ``[claims]`` extras, its registration prefix and hosts."""
-    from .claims import ClaimRules
     from ..errors import ConfigError
+    from .claims import ClaimRules
 
     hosts = list(cfg.publish.allowed_domains)
     base_host = urlsplit(cfg.publish.local.base_url).hostname

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..model import calls
-from .claims import Lexicon
 from ..errors import CapabilityError, ToolArgumentsError
+from ..model import calls
 from ..model.messages import ToolCall
 from ..runtime.tracing import traced_tool
+from .claims import Lexicon
 
 if TYPE_CHECKING:
     from ..config import Config

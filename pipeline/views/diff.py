@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..ledger.writer import Ledger
     from ..ledger.reader import LedgerReader
+    from ..ledger.writer import Ledger
 
 from ..ledger.facts import Fact
 from ..states import Verdict
@@ -63,7 +63,7 @@ def run_diff(ledger: Ledger | LedgerReader, run_id: str | None) -> RunDiff | Non
     run = ledger.get_run(run_id)
     if run is None:
         return None
-    grouped: dict[tuple, tuple[Any, list]] = {}
+    grouped: dict[tuple[Any, ...], tuple[Any, list[Any]]] = {}
     for c in ledger.claims(run.id):
         key = (c.capability, c.value, c.status, c.text)
         grouped.setdefault(key, (c, []))[1].append(c.turn_id)

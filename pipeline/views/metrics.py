@@ -30,7 +30,10 @@ from typing import TYPE_CHECKING, Any, overload
 from ..ledger.utc import aware
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
 
     from ..config import Config
 
@@ -69,10 +72,10 @@ class LedgerCollector:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return []  # no describe-time query: registering must not touch the database
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import (
             CounterMetricFamily,
             GaugeMetricFamily,

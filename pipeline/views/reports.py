@@ -18,9 +18,9 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from ..text.files import atomic_write
 from ..ledger.reader import reader_for
 from ..states import UNFINISHED
+from ..text.files import atomic_write
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -53,7 +53,7 @@ class _ChannelRow:
     """A publication row of some channel; ``status`` lists them per channel, so without the channel."""
 
     def as_dict(self, channel: bool = True) -> dict[str, Any]:
-        data = asdict(self)  # type: ignore[call-overload]  # the subclasses are dataclasses
+        data: dict[str, Any] = asdict(self)  # type: ignore[call-overload]  # the subclasses are dataclasses
         if not channel:
             del data["channel"]
         return data

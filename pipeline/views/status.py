@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..states import ReviewStatus
 from .reports import (
     Recovered,
     Unregistered,
     reconciled_registrations,
     unregistered_publications,
 )
-from ..states import ReviewStatus
 
 # A last run in one of these states is a decision or work in progress, not a failure.
 NOT_FAILED = ("done", "running", "awaiting_review", "rejected", "dry_run")
@@ -284,10 +284,10 @@ def channel_status(cfg: Any, now: datetime | None = None, ledger: Any = None,
 
 
 def _channel(cfg: Any, name: str, db: Any, now: datetime, sched: SchedulerState, make_trigger: Any, next_fire: Any,
-             previous_fire: Any, ZoneInfo: Any) -> ChannelStatus:
+             previous_fire: Any, zone_info: Any) -> ChannelStatus:
     chan = cfg.for_channel(name).channel
     trigger = make_trigger(chan.cron, chan.timezone)
-    tz = ZoneInfo(chan.timezone)
+    tz = zone_info(chan.timezone)
     day_start = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
     last, published, awaiting, reconciled, reviews, first_tick = None, 0, [], [], [], None
     if db is not None:

@@ -38,8 +38,8 @@ SCRIPT_LOCATION = Path(__file__).parent
 BASELINE_TABLES = ("runs", "turns", "executions", "topics", "articles", "publications",
                    "registrations", "reports", "claims", "guard_events")
 # Every table the ledger owns today (schema checks ignore anything else in the database).
-LEDGER_TABLES = BASELINE_TABLES + ("ticks", "platform_tokens", "reviews", "tick_events", "provider_capabilities",
-                                   "model_calls", "daemons", "outlines")
+LEDGER_TABLES = (*BASELINE_TABLES, "ticks", "platform_tokens", "reviews", "tick_events", "provider_capabilities",
+                 "model_calls", "daemons", "outlines")
 
 
 def stored_revision(conn: Connection) -> str | None:

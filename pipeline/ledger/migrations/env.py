@@ -1,8 +1,9 @@
 """Alembic's entry point for the ledger (called by pipeline.ledger.migrations, never by hand)."""
 
-from typing import Any
+from typing import Any, Literal
 
 from alembic import context
+from alembic.autogenerate.api import AutogenContext
 from sqlmodel import SQLModel
 from sqlmodel.sql.sqltypes import AutoString, UTCDateTime
 
@@ -15,7 +16,7 @@ def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     return type_ != "table" or name in LEDGER_TABLES
 
 
-def render_item(type_, obj, autogen_context):
+def render_item(type_: str, obj: Any, autogen_context: AutogenContext) -> str | Literal[False]:
     # Revisions are frozen history: write plain SQLAlchemy types, not SQLModel's wrappers of them.
     if type_ == "type" and isinstance(obj, AutoString):
         return "sa.String()"

@@ -52,7 +52,7 @@ class TokenStats:
 
     @property
     def n(self) -> int:
-        return int(len(self.ll))
+        return len(self.ll)
 
 
 def file_sha256(path: Path) -> str:

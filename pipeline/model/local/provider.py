@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...errors import ConfigError
+from ...runtime import shutdown
 from ..constrained import (
     constrained_response_format,
     decision_messages,
     parse_constrained,
 )
-from ...runtime import shutdown
-from ...errors import ConfigError
 from . import assets
 
 MODEL = "qwen2.5-coder-1.5b"
@@ -139,7 +139,7 @@ def _close() -> None:
     _server = None
 
 
-def _request(messages: list[dict[str, Any]], params: dict[str, Any], constrained: bool) -> tuple[dict, bool]:
+def _request(messages: list[dict[str, Any]], params: dict[str, Any], constrained: bool) -> tuple[dict[str, Any], bool]:
     """The llama.cpp request for one call, and whether its reply is in the JSON protocol."""
     req: dict[str, Any] = {k: params[k] for k in _PASSTHROUGH if params.get(k) is not None}
     tools = params.get("tools")
@@ -195,7 +195,8 @@ def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[st
         elif stop_at is not None and time.monotonic() >= stop_at and state["finish_reason"] is None:
             state["cut"] = True
             state["finish_reason"] = "length"
-        return state["stopped"] or state["cut"]
+        stop: bool = state["stopped"] or state["cut"]
+        return stop
 
     returned = server.handle_chat_completions({**req, "stream": True, "stream_options": {"include_usage": True}},
                                               on_chunk)
@@ -212,7 +213,8 @@ def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[st
 
 
 def _handler(provider: str, constrained: bool) -> Any:
-    import litellm
+    from litellm.exceptions import BadRequestError, InternalServerError, Timeout
+    from litellm.llms.custom_llm import CustomLLM
     from litellm.types.utils import (
         ChatCompletionMessageToolCall,
         Function,
@@ -220,21 +222,21 @@ def _handler(provider: str, constrained: bool) -> Any:
         Usage,
     )
 
-    class LocalLLM(litellm.CustomLLM):
-        def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict, model_response: Any,
-                       print_verbose: Any, encoding: Any, api_key: Any, logging_obj: Any, optional_params: dict,
+    class LocalLLM(CustomLLM):
+        def completion(self, model: str, messages: list[Any], api_base: str, custom_prompt_dict: dict[str, Any], model_response: Any,
+                       print_verbose: Any, encoding: Any, api_key: Any, logging_obj: Any, optional_params: dict[str, Any],
                        acompletion: Any = None, litellm_params: Any = None, logger_fn: Any = None, headers: Any = None,
                        timeout: Any = None, client: Any = None) -> Any:
             # api_key and api_base are ignored: no network. ``timeout`` (ChatModel passes what is left of
             # the call's, step's and run's deadlines) becomes llama.cpp's limit on generation time, so an
             # abandoned decode stops on its own instead of holding the cores.
             if model != MODEL:
-                raise litellm.BadRequestError(message=f"unknown local model {model!r}; available: {provider}/{MODEL}",
+                raise BadRequestError(message=f"unknown local model {model!r}; available: {provider}/{MODEL}",
                                               model=model, llm_provider=provider)
             try:
                 server = _load()
             except ConfigError as exc:
-                raise litellm.BadRequestError(message=str(exc), model=model, llm_provider=provider) from None
+                raise BadRequestError(message=str(exc), model=model, llm_provider=provider) from None
             req, json_protocol = _request(messages, optional_params, constrained)
             limit_ms = _timeout_ms(timeout)
             if "tools" in req:  # llama.cpp's own tool calls arrive whole only unstreamed; its limit is the best there is
@@ -245,12 +247,12 @@ def _handler(provider: str, constrained: bool) -> Any:
                 try:
                     resp = _generate(server, req, limit_ms)
                 except Stopped as exc:  # the run is being interrupted: no reply, and the cores are free
-                    raise litellm.Timeout(message=f"local model: {exc}", model=model, llm_provider=provider) from None
+                    raise Timeout(message=f"local model: {exc}", model=model, llm_provider=provider) from None
             if "choices" not in resp:
                 err = resp.get("error", resp)
                 text = err.get("message", json.dumps(err))[:300] if isinstance(err, dict) else str(err)[:300]
                 code = err.get("code", 500) if isinstance(err, dict) else 500
-                cls = litellm.BadRequestError if code == 400 else litellm.InternalServerError
+                cls = BadRequestError if code == 400 else InternalServerError
                 raise cls(message=f"llama.cpp: {text}", model=model, llm_provider=provider)
             choice = resp["choices"][0]
             msg = choice.get("message") or {}

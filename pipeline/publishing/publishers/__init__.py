@@ -19,10 +19,10 @@ reached the platform but no answer came back, so only ``find`` can tell.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Protocol
-from collections.abc import Callable
 
 from ...config import Config
 from ...errors import CapabilityError, ConfigError
@@ -110,7 +110,8 @@ def _factory(target: str) -> Callable[[Config], Publisher]:
     if spec is None:
         raise ConfigError(f"[publish] target: unknown publisher {target!r} (known: {', '.join(known_targets())})")
     try:
-        return metadata.EntryPoint(name=target, value=spec, group=GROUP).load()
+        factory: Callable[[Config], Publisher] = metadata.EntryPoint(name=target, value=spec, group=GROUP).load()
+        return factory
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"[publish] target: publisher {target!r} ({spec}) cannot be loaded: {exc}") from None
 

@@ -20,8 +20,6 @@ its own for AI-generated content.
 
 from __future__ import annotations
 
-from typing import Any
-
 import base64
 import hashlib
 import hmac
@@ -30,12 +28,13 @@ import json
 import os
 import re
 import time
+from typing import Any
 
 import httpx
 
 from ...config import Config
-from ...text.disclosure import CATEGORY, Disclosure
 from ...errors import CapabilityError, ConfigError
+from ...text.disclosure import CATEGORY, Disclosure
 from . import Published
 from .remote import Document, RemotePublisher, secret_from_env, setting_url
 

@@ -37,24 +37,29 @@ import html
 import json
 import re
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...config import Config
+from ...score.scores import detect_language
 from ...text.content import to_html
 from ...text.disclosure import CATEGORY, Disclosure
 from ...text.files import atomic_write
-from ...score.scores import detect_language
 from ...text.untrusted import for_xml, visible
 from . import Published
 
 if TYPE_CHECKING:
+    import io
+    import os
     from http.server import SimpleHTTPRequestHandler
+    from typing import BinaryIO
+
+    from jinja2 import Environment
 
 FEED_ENTRIES = 50
 SUMMARY_CHARS = 160
@@ -66,7 +71,7 @@ _locks_guard = threading.Lock()
 
 
 @lru_cache(maxsize=1)
-def _env():
+def _env() -> Environment:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
     return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html", "xml"]),
@@ -106,7 +111,7 @@ class Post:
     def published_at(self) -> datetime:
         return datetime.fromisoformat(self.published)
 
-    def view(self) -> dict:
+    def view(self) -> dict[str, Any]:
         """What the templates see: display-safe title and tags (autoescape does the HTML escaping)."""
         return {"slug": self.slug, "title": visible(self.title), "author": visible(self.author),
                 "tags": [visible(t) for t in self.tags], "summary": visible(self.summary),
@@ -218,7 +223,7 @@ class LocalSitePublisher:
 
     # --- rendering ------------------------------------------------------------
 
-    def _site(self) -> dict:
+    def _site(self) -> dict[str, Any]:
         return {"title": visible(self.title)}
 
     def _write_page(self, posts: list[Post], i: int) -> None:
@@ -268,7 +273,8 @@ class LocalSitePublisher:
                 fe.category(term=CATEGORY, label=for_xml(p.disclosure))
             for tag in p.tags:
                 fe.category(term=for_xml(tag))
-        return fg.atom_str(pretty=True)
+        atom: bytes = fg.atom_str(pretty=True)
+        return atom
 
 
 def from_config(cfg: Config) -> LocalSitePublisher:
@@ -292,21 +298,21 @@ def site_handler(directory: Path) -> Callable[..., SimpleHTTPRequestHandler]:
     from http.server import SimpleHTTPRequestHandler
 
     class SiteHandler(SimpleHTTPRequestHandler):
-        extensions_map = {**SimpleHTTPRequestHandler.extensions_map,
+        extensions_map = {**SimpleHTTPRequestHandler.extensions_map,  # noqa: RUF012  (http.server's attribute, typed per instance)
                           ".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
                           ".xml": "application/atom+xml; charset=utf-8"}
 
         def log_message(self, *args: Any) -> None:
             pass
 
-        def send_head(self):
+        def send_head(self) -> io.BytesIO | BinaryIO | None:
             parts = [p for p in self.path.split("?", 1)[0].split("#", 1)[0].split("/") if p]
             if any(p.startswith(".") or p.startswith("%2e") or p.startswith("%2E") for p in parts):
                 self.send_error(HTTPStatus.NOT_FOUND, "Not found")
                 return None
             return super().send_head()
 
-        def list_directory(self, path):
+        def list_directory(self, path: str | os.PathLike[str]) -> io.BytesIO | None:
             # Never a listing: /posts/ leads to the index, any other directory is not found.
             if self.path.split("?", 1)[0].rstrip("/") == "/posts":
                 self.send_response(HTTPStatus.FOUND)

@@ -40,12 +40,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from ...runtime import deadline, http
-from ...text.content import to_html
-from ...text.disclosure import Disclosure
 from ...errors import CapabilityError, ConfigError, PlatformUnavailableError
+from ...runtime import deadline, http
 from ...runtime.retry import Backoff
 from ...score.scores import detect_language
+from ...text.content import to_html
+from ...text.disclosure import Disclosure
 from . import LookupUnsupported, Published, PublishOutcomeUnknown, same_content
 
 log = logging.getLogger(__name__)
@@ -427,6 +427,7 @@ def _error_text(data: Any) -> str:
         if isinstance(data.get("errors"), list) and data["errors"] and isinstance(data["errors"][0], dict):
             return str(data["errors"][0].get("message") or "")
         for key in ("message", "error", "detail"):
-            if isinstance(data.get(key), str):
-                return data[key]
+            value = data.get(key)
+            if isinstance(value, str):
+                return value
     return ""

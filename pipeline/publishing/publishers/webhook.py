@@ -20,18 +20,17 @@ The contract, for whoever writes the receiving end:
 
 from __future__ import annotations
 
-from typing import Any
-
 import hashlib
 import hmac
 import os
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
 from ...config import Config
-from ...text.disclosure import Disclosure
 from ...errors import CapabilityError
+from ...text.disclosure import Disclosure
 from . import LookupUnsupported, Published
 from .remote import Document, RemotePublisher, public_url, secret_from_env, setting_url
 
@@ -94,7 +93,7 @@ class WebhookPublisher(RemotePublisher):
         return self._published(data, key, None)
 
     @staticmethod
-    def _published(data: dict, key: str, content_hash: str | None) -> Published:
+    def _published(data: dict[str, Any], key: str, content_hash: str | None) -> Published:
         # The receiver answered for this key, so the key matches unless it says otherwise.
         return Published(url=data["url"], key=data.get("idempotency_key") or key,
                          content_hash=data.get("content_hash") or content_hash,

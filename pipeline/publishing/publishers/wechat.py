@@ -67,26 +67,26 @@ import re
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from datetime import timedelta
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
 from sqlmodel import select
 
-from ...runtime import http
 from ...config import Config
-from ...text.content import to_html
-from ...text.disclosure import Disclosure
 from ...errors import CapabilityError, ConfigError, PlatformUnavailableError
 from ...ledger.models import Article, PlatformToken, Publication
 from ...ledger.utc import aware, utcnow
+from ...runtime import http
 from ...runtime.retry import Backoff
+from ...states import PublicationStatus
+from ...text.content import to_html
+from ...text.disclosure import Disclosure
 from . import Published, PublishOutcomeUnknown
 from .remote import AttemptBudget, secret_from_env, setting_url
-from ...states import PublicationStatus
 
 if TYPE_CHECKING:
     from ...ledger.writer import Ledger
@@ -322,7 +322,7 @@ class WeChatPublisher:
         self.backoff_s = cfg.publish.backoff_s
         self.base_dir = cfg.base_dir
         self.budget: AttemptBudget | None = None
-        self.ledger = None  # set by the caller: the token cache and the row's steps live there
+        self.ledger: Ledger | None = None  # set by the caller: the token cache and the row's steps live there
         self._tokens: TokenStore | None = None
         self._sleep = time.sleep
 
@@ -341,7 +341,7 @@ class WeChatPublisher:
         return _TOKEN_IN_URL.sub(r"\1***", text)
 
     def _request(self, path: str, *, params: dict[str, str], json_body: Any = None,
-                 files: dict[str, tuple[str, bytes, str]] | None = None) -> dict:
+                 files: dict[str, tuple[str, bytes, str]] | None = None) -> dict[str, Any]:
         """One POST; raises NotSent / NoAnswer for transport failures, returns the JSON answer (errcode unchecked)."""
         if self.budget is not None:
             self.budget.check(self.name)
@@ -391,7 +391,7 @@ class WeChatPublisher:
         except (KeyError, ValueError, TypeError):
             raise CapabilityError("wechat stable_token: answer without access_token/expires_in") from None
 
-    def _with_retries(self, what: str, send: Callable[[], dict], *, repeatable: bool) -> dict:
+    def _with_retries(self, what: str, send: Callable[[], dict[str, Any]], *, repeatable: bool) -> dict[str, Any]:
         """Retry what never reached the platform; repeat an unanswered call only when ``repeatable``."""
         detail = ""
         for attempt in range(self.retries + 1):
@@ -426,7 +426,7 @@ class WeChatPublisher:
         return WeChatError(code, self._scrub(msg), what)
 
     def call(self, path: str, *, json_body: Any = None, files: Any = None, query: dict[str, str] | None = None,
-             repeatable: bool = True) -> dict:
+             repeatable: bool = True) -> dict[str, Any]:
         """An authenticated API call; a rejected token is refreshed once. Raises on any errcode but 0."""
         token = self.tokens.get()
         for renewed in (False, True):

@@ -38,19 +38,18 @@ posting again after a crash, instead of counting on a conflict.
 
 from __future__ import annotations
 
-from typing import Any
-
 import base64
 import html
 import json
 import os
 import re
+from typing import Any
 
 import httpx
 
 from ...config import Config
-from ...text.disclosure import Disclosure
 from ...errors import CapabilityError, ConfigError
+from ...text.disclosure import Disclosure
 from . import Published
 from .remote import Document, RemotePublisher, public_url, secret_from_env, setting_url
 
@@ -159,7 +158,7 @@ class WordPressPublisher(RemotePublisher):
         return next((p for p in found if p.key == key), found[0] if found else None)
 
     @staticmethod
-    def _published(post: dict) -> Published:
+    def _published(post: dict[str, Any]) -> Published:
         content = post.get("content") or {}
         if isinstance(content, dict):
             text = content.get("raw") or content.get("rendered") or ""

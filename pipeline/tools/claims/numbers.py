@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-
 # Scores. Numbers come as 85, 78.4, 八十五, seventy-eight; the context says whether one is a score.
 _EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _EN_TEENS = {"ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,

@@ -6,7 +6,6 @@ import json
 import re
 from collections.abc import Iterable
 
-
 # --- text tool calls ---------------------------------------------------------
 
 _TOOLCALL_TAG = re.compile(r"<\s*/?\s*(tool_call|tool_calls|function_call|function|tools)\b[^>]*>", re.IGNORECASE)
