@@ -45,7 +45,7 @@ from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ...config import Config
+from ...config import PublishConfig, resolve
 from ...text.content import to_html
 from ...text.disclosure import CATEGORY, Disclosure
 from ...text.files import atomic_write
@@ -271,11 +271,11 @@ class LocalSitePublisher:
         return fg.atom_str(pretty=True)
 
 
-def from_config(cfg: Config) -> LocalSitePublisher:
+def from_config(publish: PublishConfig, base_dir: Path) -> LocalSitePublisher:
     """Entry point ``local`` of the ``pipeline.publishers`` group."""
-    local = cfg.publish.local
-    return LocalSitePublisher(cfg.path(local.dir), local.base_url, title=local.title, author=local.author,
-                              disclosure=Disclosure.of(cfg))
+    local = publish.local
+    return LocalSitePublisher(resolve(base_dir, local.dir), local.base_url, title=local.title, author=local.author,
+                              disclosure=Disclosure.of(publish))
 
 
 # --- serving ---------------------------------------------------------------------
