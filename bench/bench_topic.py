@@ -77,7 +77,7 @@ def time_topic(directory: Path, ledger: Ledger, lines: list[str], repeat: int) -
     times, cpu, picked = [], [], ""
     for _ in range(repeat):
         run = ledger.start_run("bench")
-        ctx = RunContext(run.id, cfg, ledger, None, Prompts())
+        ctx = RunContext(run.id, cfg.run_settings(), ledger, None, Prompts())
         start, start_cpu = time.perf_counter(), time.process_time()
         result = topic.fn(ctx)
         times.append((time.perf_counter() - start) * 1000)

@@ -239,7 +239,7 @@ def _ledger(cfg_path: Path | None) -> tuple[Config, Ledger]:
     from .ledger.writer import Ledger
 
     cfg = _project_config(cfg_path)
-    return cfg, Ledger.of(cfg)
+    return cfg, Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
 
 
 def _reader(cfg_path: Path | None) -> tuple[Config, LedgerReader]:
@@ -391,11 +391,11 @@ def run(config: ConfigOpt = None,
     shutdown.install(on_force=force)
     with _clean_errors():
         cfg = config_mod.require(config).for_channel(channel)
-        redact.from_config(cfg)
+        redact.remember(cfg.secrets())
         validate.upfront(cfg)  # milliseconds, before the lock, the ledger or litellm: exit 2 and one line
         try:
             # The lock is taken before the heavy imports: an overlapping cron run gives up in well under a second.
-            with channel_lock(cfg, cfg.channel.name), _one_block():
+            with channel_lock(cfg.ledger_url, cfg.state_dir, cfg.channel.name), _one_block():
                 from .ledger.reader import LedgerReader
                 from .run.runner import run_once
 
@@ -481,7 +481,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
         if cfg.engine.kind != "local" or cfg.ledger_url.startswith("postgres"):
             from .ops.topology import engine_status
 
-            engine = engine_status(cfg)
+            engine = engine_status(cfg.engine, cfg.ledger_url)
         # With a PostgreSQL ledger the daemon that matters may run on any host: the scheduler's lead says.
         alive = engine.daemon() if engine is not None and engine.postgres else daemon_state(cfg)
     if as_json:
@@ -573,7 +573,7 @@ def report(config: ConfigOpt = None,
         finally:
             reader.close()
         markdown = render_daily(summary)
-        delivered_to = deliver(cfg, f"daily-{when.isoformat()}", markdown) if send else []
+        delivered_to = deliver(cfg.report, cfg.base_dir, f"daily-{when.isoformat()}", markdown) if send else []
     if as_json:
         sys.stdout.write(json.dumps({**summary.as_dict(), "delivered_to": delivered_to}, indent=2, ensure_ascii=False)
                          + "\n")
@@ -721,7 +721,7 @@ def doctor(config: ConfigOpt = None,
             from .ledger.writer import Ledger
             from .model.probe import support
 
-            answer = support(llm, Ledger.of(cfg), refresh=True)
+            answer = support(llm, Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms), refresh=True)
             if answer.probe_error:
                 err.print(f"error: [llm] model {cfg.llm.model} cannot be reached: {answer.probe_error}", markup=False,
                           highlight=False)
@@ -1020,7 +1020,7 @@ def ledger_migrate(config: ConfigOpt = None,
 
     with _clean_errors():
         cfg = config_mod.require(config)
-        ledger = Ledger.of(cfg, migrate=False)
+        ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=False)
         if sql:
             sys.stdout.write(migrations.upgrade_sql(cfg.ledger_url, ledger.engine, to))
             return
@@ -1050,7 +1050,8 @@ def ledger_check(config: ConfigOpt = None,
         else:
             from .ledger.writer import Ledger
 
-            engine = Ledger.of(_project_config(config), migrate=False).engine
+            project = _project_config(config)
+            engine = Ledger(project.ledger_url, project.ledger.busy_timeout_ms, migrate=False).engine
         try:
             health = check(engine)
         except Exception as exc:  # sqlalchemy's DatabaseError: not a database, unreadable
@@ -1116,7 +1117,7 @@ def claims_check(text: Annotated[str, typer.Argument(metavar="TEXT", help="Text 
     with _clean_errors(code_on_error=2):
         path = config_mod.resolve_path(config)
         cfg = config_mod.load(config) if (config or path.exists() or run_id) else config_mod.Config()
-        rules = claim_rules(cfg)
+        rules = claim_rules(cfg.publish, cfg.claims, cfg.registration)
         fact_map = None
         if facts is not None:
             try:
@@ -1230,7 +1231,7 @@ def review_approve(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help=
         name = reviewer(by)
         cfg, ledger = _review_cfg(config, _ledger(config), run_id)
         try:
-            r, now = approve(cfg, ledger, run_id, name)
+            r, now = approve(cfg.run_settings(), ledger, run_id, name)
         except ChannelLocked as exc:
             sys.stderr.write(f"{exc}\n")
             raise typer.Exit(int(exc.exit_code)) from None
@@ -1251,7 +1252,7 @@ def review_reject(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="
     with _clean_errors():
         name = reviewer(by)
         cfg, ledger = _review_cfg(config, _ledger(config), run_id)
-        r = reject(cfg, ledger, run_id, name, reason)
+        r = reject(cfg.run_settings(), ledger, run_id, name, reason)
     out.print(f"run {r.run_id}: rejected by {r.decided_by} at {r.decided_at}: {r.reason}", markup=False,
               highlight=False)
 

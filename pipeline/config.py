@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +44,12 @@ def capability_names() -> list[str]:
     import pkgutil
 
     return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent / "capabilities")]))
+
+
+def resolve(base_dir: Path, value: str | os.PathLike[str]) -> Path:
+    """A configured path resolved against ``base_dir``, the config file's directory."""
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (base_dir / p)
 
 
 def _zone(value: str) -> str:
@@ -504,8 +511,36 @@ class Config(_Section):
 
     def path(self, value: str | os.PathLike[str]) -> Path:
         """Resolve a configured path against the config file's directory."""
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else (self.base_dir / p)
+        return resolve(self.base_dir, value)
+
+    def run_settings(self) -> RunSettings:
+        """What this config's run steps read (``RunContext.settings``): the same section objects, not copies."""
+        return RunSettings(self.topic, self.draft, self.humanize, self.publish, self.registration, self.report,
+                           self.base_dir, self.ledger_url, self.state_dir)
+
+    def secrets(self, environ: dict[str, str] | None = None) -> Secrets:
+        """The secret values this config points at, its channels' overrides included (``pipeline.text.redact``)."""
+        env = os.environ if environ is None else environ
+
+        def var(name: str) -> str:
+            return env.get(name, "") if name else ""
+
+        pub = self.publish
+        ghost = var(pub.ghost.admin_key_env)
+        values = [var(self.llm.api_key_env), var(pub.wordpress.password_env), ghost,
+                  ghost.split(":", 1)[-1] if ":" in ghost else "", var(pub.webhook.secret_env)]
+        urls = [self.alerts.webhook_url, var(self.alerts.webhook_url_env), self.alerts.ping_url,
+                self.report.webhook_url, var(self.report.webhook_url_env)]
+        # The Celery broker URL may carry a password; the webhook target and the API base are shown in messages.
+        shown = [pub.webhook.url, self.llm.api_base or "", self.engine.broker_url, var(self.engine.broker_url_env)]
+        found = Secrets(tuple(v for v in values if v), tuple(u for u in urls if u), tuple(u for u in shown if u))
+        for chan in self.channels:
+            if chan.publish and self._channel is None:
+                try:
+                    found = found.plus(self.for_channel(chan.name).secrets(environ))
+                except Exception:  # a bad channel table is reported by config validation, not here
+                    pass
+        return found
 
     @property
     def ledger_url(self) -> str:
@@ -515,6 +550,44 @@ class Config(_Section):
         if url.startswith(prefix) and not url.startswith(prefix + "/") and ":memory:" not in url:
             return prefix + str(self.path(url[len(prefix):]))
         return url
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run's steps (the capabilities, publish's settling and review) read of the config.
+
+    The sections they use, where relative paths resolve, and where the channel's lock lives. The rest of
+    the config (the model, the schedule, the engine, alerts) stays with the runner that made this.
+    """
+
+    topic: TopicConfig
+    draft: DraftConfig
+    humanize: HumanizeConfig
+    publish: PublishConfig
+    registration: RegisterConfig
+    report: ReportConfig
+    base_dir: Path
+    ledger_url: str
+    state_dir: Path
+
+    def path(self, value: str | os.PathLike[str]) -> Path:
+        """Resolve a configured path against the config file's directory."""
+        return resolve(self.base_dir, value)
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The values a config points at that are never stored, printed, alerted or logged."""
+
+    # Keys, passwords and HMAC secrets, as they are.
+    values: tuple[str, ...] = ()
+    # Chat webhook and ping URLs: secret whole, and so are their token-like parts.
+    urls: tuple[str, ...] = ()
+    # URLs shown in messages (the webhook target, the API base, the broker): only their token-like parts are secret.
+    shown_urls: tuple[str, ...] = ()
+
+    def plus(self, other: Secrets) -> Secrets:
+        return Secrets(self.values + other.values, self.urls + other.urls, self.shown_urls + other.shown_urls)
 
 
 _SWITCHES = {

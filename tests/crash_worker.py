@@ -45,10 +45,12 @@ def child(request: dict, out_fd: int) -> None:
         faults.arm()  # PIPELINE_FAULT, if the request set it
         ctx = platforms.new_context(request["config"], run_id=request["run_id"])
         if request.get("call") == "reconcile":  # what the next run does first, killed where the fault says
+            from pipeline import config as config_mod
             from pipeline.publishing.settle import reconcile
             from pipeline.runtime.alerts import Alerter
 
-            done = reconcile(ctx.cfg, ctx.ledger, Alerter(ctx.cfg.alerts), channel="default", run_id=ctx.run_id,
+            alerts = config_mod.load(request["config"], environ={}).alerts
+            done = reconcile(ctx.settings, ctx.ledger, Alerter(alerts), channel="default", run_id=ctx.run_id,
                              older_than_min=0)
             reply = {"result": [d.registration_no for d in done]}
         else:

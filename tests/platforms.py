@@ -623,7 +623,7 @@ def new_context(config_path, run_id: str | None = None):
 
     cfg = config.load(config_path, environ={})
     ledger = Ledger(cfg.ledger_url)
-    return RunContext(run_id or ledger.start_run("m").id, cfg, ledger, llm=None, prompts=Prompts())
+    return RunContext(run_id or ledger.start_run("m").id, cfg.run_settings(), ledger, llm=None, prompts=Prompts())
 
 
 def add_article(ctx, suffix: str = ""):

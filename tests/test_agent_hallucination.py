@@ -78,8 +78,8 @@ def test_5_exceeding_the_nudge_bound_raises(harness):
     ledger = Ledger(cfg.ledger_url)
     run = ledger.start_run(cfg.llm.model)
     toolbox = Toolbox(capabilities())
-    ctx = RunContext(run.id, cfg, ledger, scripted("prose", cfg.llm), Prompts())
-    guard = Guard(ledger, claim_rules(cfg), cfg.agent.done_when, Prompts(), "en", toolbox.names)
+    ctx = RunContext(run.id, cfg.run_settings(), ledger, scripted("prose", cfg.llm), Prompts())
+    guard = Guard(ledger, claim_rules(cfg.publish, cfg.claims, cfg.registration), cfg.agent.done_when, Prompts(), "en", toolbox.names)
     with pytest.raises(AgentHallucinationError) as info:
         AgentLoop(ctx, toolbox, guard, cfg.agent).run()
     assert {"publish", "register", "humanize"} <= info.value.claimed
@@ -349,7 +349,7 @@ def test_below_the_threshold_the_run_ends_incomplete_and_the_article_waits_for_a
     from pipeline.publishing import review
 
     cfg = harness.config("honest", PIPELINE_HUMANIZE__THRESHOLD="99")
-    review.approve(cfg, ledger, outcome.run_id, "editor")
+    review.approve(cfg.run_settings(), ledger, outcome.run_id, "editor")
     assert len(publications(ledger)) == 1 and len(harness.pages) == 1
     assert ledger.get_run(outcome.run_id).status == "done"
     assert {"topic", "draft", "publish", "register"} <= {f.capability for f in ledger.facts(outcome.run_id)}

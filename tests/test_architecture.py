@@ -132,6 +132,78 @@ def test_every_import_runs_down_the_layers():
     assert _layer("pipeline.run.runner") > _layer("pipeline.publishing.settle")  # the check can fail
 
 
+# What hands out the whole run config: the class, and the functions that read one from a file.
+WHOLE_CONFIG = ("Config", "load", "require")
+# The modules that hold the whole run config: the orchestrators, which take its sections apart for everything
+# else (a capability gets RunSettings, a publisher its [publish] section and base directory, redact its secrets).
+CONFIG_HOLDERS = {
+    "pipeline.cli",
+    "pipeline.run.runner", "pipeline.run.validate",
+    "pipeline.ops.daemon", "pipeline.ops.celery_engine",
+    "pipeline.views.status",  # shows every channel
+}
+
+
+def _absolute(package: str, node: ast.ImportFrom) -> str:
+    """The module an ``ImportFrom`` names, its relative dots resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    return ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+
+
+def _dotted(node: ast.expr) -> str:
+    """``a.b.c`` for a chain of names, else ""."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    return ""
+
+
+def _config_holders(sources: dict[str, tuple[str, bool]]) -> set[str]:
+    """The modules (name -> (source, is a package)) that hold the whole run config.
+
+    One that imports ``Config`` (or ``load``/``require``) from pipeline.config in any form, lazily or under
+    TYPE_CHECKING too, uses it through the module (``config_mod.Config``), or reads a run context's ``ctx.cfg``.
+    """
+    found = set()
+    for name, (source, is_package) in sources.items():
+        package = name if is_package else name.rsplit(".", 1)[0]
+        tree = ast.parse(source)
+        aliases = set()  # the names this module binds to pipeline.config
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute(package, node)
+                if base == "pipeline.config" and any(a.name in WHOLE_CONFIG for a in node.names):
+                    found.add(name)
+                aliases |= {a.asname or a.name for a in node.names if f"{base}.{a.name}" == "pipeline.config"}
+            elif isinstance(node, ast.Import):
+                aliases |= {a.asname or a.name for a in node.names if a.name == "pipeline.config"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and (
+                    (node.attr in WHOLE_CONFIG and _dotted(node.value) in aliases)
+                    or (node.attr == "cfg" and _dotted(node.value).rpartition(".")[2] == "ctx")):
+                found.add(name)
+    return found
+
+
+def test_the_run_config_reaches_few_modules():
+    """A function gets the config section or the values it reads; only the orchestrators hold the whole Config."""
+    synthetic = {
+        "pipeline.a.x": ("from ..config import LLMConfig\ndef f(ctx): return ctx.settings.topic", False),
+        "pipeline.a.y": ("def f():\n    from ..config import Config", False),
+        "pipeline.a.z": ("from pipeline import config as c\nc.load()", False),
+        "pipeline.a.w": ("def f(self): return self.ctx.cfg.publish", False),
+    }
+    assert _config_holders(synthetic) == {"pipeline.a.y", "pipeline.a.z", "pipeline.a.w"}  # the check can fail
+    holders = _config_holders({name: (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+                               for name, path in _modules().items()})
+    assert holders == CONFIG_HOLDERS
+    assert len(holders | {"pipeline.config"}) <= 10
+
+
 def test_the_top_level_holds_few_modules():
     """The package's top level is its shared vocabulary and its entry points; everything else lives in a room."""
     top = sorted(p.name for p in (REPO / "pipeline").glob("*.py"))

@@ -32,7 +32,7 @@ def make_ctx(tmp_path, responder=None, json_schema=False, **env):
     cfg.base_dir = tmp_path
     cfg.llm = cfg.llm.model_copy(update={"json_schema": json_schema})
     ledger = Ledger(cfg.ledger_url)
-    ctx = RunContext(ledger.start_run("m").id, cfg, ledger, ScriptedModel(cfg.llm, responder=responder), Prompts())
+    ctx = RunContext(ledger.start_run("m").id, cfg.run_settings(), ledger, ScriptedModel(cfg.llm, responder=responder), Prompts())
     return ctx
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
+from pipeline import config as config_mod
 from pipeline.capabilities.publish import publish
 from pipeline.ledger.models import Publication, Run
 from pipeline.ledger.utc import utcnow
@@ -83,7 +84,7 @@ def platform_posts(target: str, server, site: Path) -> list[tuple[str | None, st
 
 def audit(target: str, server, ctx) -> dict[str, int]:
     """Platform vs ledger: duplicates, platform posts the ledger lacks, ledger rows the platform lacks."""
-    posts = platform_posts(target, server, Path(ctx.cfg.publish.local.dir))
+    posts = platform_posts(target, server, Path(ctx.settings.publish.local.dir))
     with ctx.ledger.read() as s:
         rows = s.exec(select(Publication)).all()
     verified = {(r.idempotency_key, r.url) for r in rows if r.status == "verified"}
@@ -166,15 +167,15 @@ def test_recover_pending_settles_what_dead_runs_left(tmp_path, target, worker, p
                           target="myspace", content_hash=art.content_hash))
     unknown_target.ledger.finish_run(unknown_target.run_id, "error", 1, "crashed")
 
-    assert recover_pending(finished.cfg, finished.ledger, channel="another-channel") == 0
-    assert recover_pending(finished.cfg, finished.ledger) == 3
+    assert recover_pending(finished.settings, finished.ledger, channel="another-channel") == 0
+    assert recover_pending(finished.settings, finished.ledger) == 3
     assert _status(finished) == ("verified", RECOVERED)
     assert _status(stale) == ("verified", RECOVERED)
     assert _status(live)[0] == "pending"
     assert _status(never)[0] == "failed" and _status(never)[1].startswith(RECOVERED)
     assert _status(unknown_target)[0] == "pending"
-    assert recover_pending(finished.cfg, finished.ledger) == 0  # nothing left that it may settle
-    assert recover_pending(finished.cfg, finished.ledger, older_than_min=0) == 1
+    assert recover_pending(finished.settings, finished.ledger) == 0  # nothing left that it may settle
+    assert recover_pending(finished.settings, finished.ledger, older_than_min=0) == 1
     assert _status(live) == ("verified", RECOVERED)
 
     # The recovered publication is the run's publication: publishing again is a replay, not a post.
@@ -245,7 +246,7 @@ def test_reconciliation_registers_what_an_unfinished_run_published_exactly_once(
         assert fact.value == number and fact.result["reconciled_by"] == nxt.run_id
 
         # Status and the daily report show it.
-        [row] = channel_status(dead.cfg)
+        [row] = channel_status(config_mod.load(config, environ={}))
         assert [r.registration_no for r in row.reconciled_today] == [number] and row.awaiting_registration == []
         summary = daily_summary(dead.ledger, utcnow().date(), "UTC")
         assert [r.registration_no for r in summary.reconciled] == [number]
@@ -270,7 +271,7 @@ def test_reconciliation_killed_between_its_commit_and_its_alert_alerts_on_the_ne
         assert rec.hits == []  # the alert never went out
         from pipeline.views.status import channel_status
 
-        [row] = channel_status(dead.cfg)
+        [row] = channel_status(config_mod.load(config, environ={}))
         assert row.reconciled_today[0].registration_no == number
         after = new_context(config)
         assert worker.publish(config, after.run_id, None, secret_env("wordpress", server), call="reconcile")["result"] == []
@@ -292,7 +293,7 @@ def test_awaiting_registration_is_shown_until_a_run_reconciles(tmp_path, platfor
     dead = new_context(config)
     result = publish.fn(dead, add_article(dead, "\nC.").id)
     dead.ledger.finish_run(dead.run_id, ending, None, "killed")
-    [row] = channel_status(dead.cfg)
+    [row] = channel_status(config_mod.load(config, environ={}))
     assert [r.url for r in row.awaiting_registration] == [result["url"]]
     text = render_daily(daily_summary(dead.ledger, utcnow().date(), "UTC"))
     assert "## Awaiting registration" in text and result["url"] in text
@@ -306,7 +307,7 @@ def test_a_crashed_webhook_post_without_a_lookup_is_unknown_not_unpublished(tmp_
     ctx, _ = _crash(worker, config, "webhook", server, "\nNo lookup.")
     ctx.ledger.finish_run(ctx.run_id, "crashed", 137, "killed")
     alerts = []
-    assert recover_pending(ctx.cfg, ctx.ledger, on_unknown=lambda pub, detail: alerts.append((pub.id, detail))) == 1
+    assert recover_pending(ctx.settings, ctx.ledger, on_unknown=lambda pub, detail: alerts.append((pub.id, detail))) == 1
     status, why = _status(ctx)
     assert status == "unknown" and "never published" not in why and "offers no lookup" in why
     assert len(alerts) == 1 and "cannot be known" in alerts[0][1]

@@ -103,7 +103,7 @@ def test_channels_merge_their_tables_over_the_top_level(tmp_path, fake_llm, monk
 def test_overlapping_run_exits_75_at_once_and_writes_nothing(tmp_path, fake_llm):
     path = write_config(tmp_path, fake_llm.api_base, "honest")
     cfg = config_mod.load(path, environ={})
-    with channel_lock(cfg, "default"):
+    with channel_lock(cfg.ledger_url, cfg.state_dir, "default"):
         started = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(path)], capture_output=True,
                               text=True, timeout=30, env={**os.environ, KEY_ENV: "x"})

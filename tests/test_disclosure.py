@@ -58,7 +58,7 @@ def test_the_local_page_shows_the_line_and_carries_aigc_meta(tmp_path):
     assert f'<p class="ai-disclosure">{EN}</p>' in text
     assert text.index("ai-disclosure") < text.index('<div class="body">')  # above the article, not after it
     [meta] = re.findall(r'<meta name="AIGC" content="([^"]+)">', text)
-    assert_aigc(aigc_of(meta), row_of(ctx), ctx.cfg.publish.local.base_url)
+    assert_aigc(aigc_of(meta), row_of(ctx), ctx.settings.publish.local.base_url)
 
 
 def test_the_feed_entry_has_the_line_and_an_ai_generated_category(tmp_path):
@@ -101,7 +101,7 @@ def test_a_review_preview_shows_the_line(tmp_path):
     from pipeline.publishing import review
 
     ctx = new_context(write_config(tmp_path, "local", None))
-    page = review.write_preview(ctx.cfg, ctx.run_id, add_article(ctx))
+    page = review.write_preview(ctx.settings, ctx.run_id, add_article(ctx))
     assert f'<p class="ai-disclosure">{EN}</p>' in page.read_text(encoding="utf-8")
 
 

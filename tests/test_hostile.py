@@ -217,7 +217,7 @@ webhook_url_env = "K_ALERT"
 ping_url = "https://hc-ping.com/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
 """, encoding="utf-8")
     cfg = config_mod.load(path)
-    redact.from_config(cfg)
+    redact.remember(cfg.secrets())
     text = ("key sk-llm-canary-1234 pass wp-app-pass-canary ghost 0123456789abcdef0123 "
             "hook xoxbCANARY123456789 ping 0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
     clean = redact.scrub(text)

@@ -163,7 +163,7 @@ def test_short_full_run_on_the_local_model(litellm_local, tmp_path):
         assert not [f for f in ledger.facts(outcome.run_id) if f.capability == "publish"]
         assert f"pipeline review approve {outcome.run_id}" in outcome.error
         assert not (tmp_path / "site" / "posts").exists() or not list((tmp_path / "site" / "posts").glob("*.html"))
-        review.approve(cfg, ledger, outcome.run_id, "test-editor")  # the editor's yes publishes it, once
+        review.approve(cfg.run_settings(), ledger, outcome.run_id, "test-editor")  # the editor's yes publishes it, once
     else:
         assert outcome.exit_code == 0, outcome.error
     facts = {f.capability: f.value for f in ledger.facts(outcome.run_id)}

@@ -89,14 +89,14 @@ def _ctx(tmp_path, llm=None):
     cfg = config.load(None, environ={"PIPELINE_LEDGER__URL": f"sqlite:///{tmp_path}/ledger.db", "PIPELINE_TOPIC__BACKLOG": '""'})
     cfg.base_dir = tmp_path
     ledger = Ledger(cfg.ledger_url)
-    return RunContext(ledger.start_run("m").id, cfg, ledger, llm or ScriptedModel(cfg.llm), Prompts())
+    return RunContext(ledger.start_run("m").id, cfg.run_settings(), ledger, llm or ScriptedModel(cfg.llm), Prompts())
 
 
 def test_a_brainstorm_is_recorded_as_the_topic_steps_call(tmp_path):
     from scenarios import scripted
 
     ctx = _ctx(tmp_path)
-    ctx.llm = scripted("honest", ctx.cfg.llm)
+    ctx.llm = scripted("honest", ctx.llm.cfg)
     result = toolbox().execute(ctx, ToolCall("c1", "topic", "{}"))
     assert result.ok and result.payload["source"] == "llm"
     [call] = ctx.ledger.model_calls(ctx.run_id)

@@ -224,7 +224,7 @@ def test_long_lived_workers_checkpoint_their_ledgers(tmp_path):
     from pipeline.ops import resident
 
     cfg = config_mod.load(write_config(tmp_path, OFFLINE_API_BASE, "honest"), environ={})
-    ledger = resident.ledger_for(cfg)
+    ledger = resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     ledger.finish_run(ledger.start_run("m").id, "done", 0)
     assert (tmp_path / "ledger.db-wal").stat().st_size > 0
     resident.checkpoint_all()

@@ -31,7 +31,7 @@ def make_ctx(tmp_path, **env):
         "PIPELINE_LEDGER__URL": f"sqlite:///{tmp_path}/ledger.db", "PIPELINE_PUBLISH_LOCAL__DIR": str(tmp_path / "site"), **env})
     ledger = Ledger(cfg.ledger_url)
     run = ledger.start_run("m")
-    return RunContext(run.id, cfg, ledger, llm=None, prompts=Prompts())
+    return RunContext(run.id, cfg.run_settings(), ledger, llm=None, prompts=Prompts())
 
 
 def add_article(ctx, kind="humanized", text=HUMANIZED):

@@ -8,6 +8,7 @@ leaked secret or a duplicate post, not just a wrong return value.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -157,7 +158,7 @@ def test_409_adopts_the_existing_post_found_by_key(tmp_path, target, platform):
     ctx = ctx_for(tmp_path, target, platform)
     article = add_article(ctx)
     key = _key(ctx.run_id, article)
-    earlier = get_publisher(ctx.cfg).publish(key=key, slug=_slug(article, key), title=article.title,
+    earlier = get_publisher(ctx.settings.publish, ctx.settings.base_dir).publish(key=key, slug=_slug(article, key), title=article.title,
                                              body_markdown=article.body, content_hash=article.content_hash)
     result = publish.fn(ctx, article.id)
     assert result["verified"] and result["url"] == earlier.url
@@ -170,7 +171,7 @@ def test_409_for_someone_elses_post_is_a_capability_error(tmp_path, target, plat
     if target == "webhook":
         platform.honour_idempotency_key = False
     ctx = ctx_for(tmp_path, target, platform)
-    pub = get_publisher(ctx.cfg)
+    pub = get_publisher(ctx.settings.publish, ctx.settings.base_dir)
     pub.publish(key="a" * 64, slug="same-slug", title="T", body_markdown="one", content_hash="1" * 64)
     with pytest.raises(CapabilityError, match="taken"):
         pub.publish(key="b" * 64, slug="same-slug", title="T", body_markdown="two", content_hash="2" * 64)
@@ -182,7 +183,7 @@ def test_pending_row_with_a_post_of_other_content_is_refused(tmp_path, target, p
     ctx = ctx_for(tmp_path, target, platform)
     article = add_article(ctx)
     key = _key(ctx.run_id, article)
-    get_publisher(ctx.cfg).publish(key=key, slug=_slug(article, key), title=article.title,
+    get_publisher(ctx.settings.publish, ctx.settings.base_dir).publish(key=key, slug=_slug(article, key), title=article.title,
                                    body_markdown="something else", content_hash="f" * 64)
     with ctx.ledger.write() as s:
         s.add(Publication(run_id=ctx.run_id, article_id=article.id, idempotency_key=key, target=target,
@@ -196,11 +197,11 @@ def test_missing_secret_or_url_is_a_config_error(tmp_path, target, platform, mon
     ctx = ctx_for(tmp_path, target, platform)
     monkeypatch.delenv(SECRET_ENV[target])
     with pytest.raises(ConfigError, match=SECRET_ENV[target]):
-        get_publisher(ctx.cfg)
-    cfg = ctx.cfg.model_copy(deep=True)
-    getattr(cfg.publish, target).url = ""
+        get_publisher(ctx.settings.publish, ctx.settings.base_dir)
+    publish = ctx.settings.publish.model_copy(deep=True)
+    getattr(publish, target).url = ""
     with pytest.raises(ConfigError, match=rf"\[publish.{target}\] url"):
-        get_publisher(cfg)
+        get_publisher(publish, ctx.settings.base_dir)
 
 
 # --- one platform at a time ----------------------------------------------------
@@ -211,8 +212,8 @@ def test_wordpress_draft_is_posted_but_not_verified(tmp_path, monkeypatch):
     monkeypatch.setenv(SECRET_ENV["wordpress"], server.password)
     try:
         ctx = ctx_for(tmp_path, "wordpress", server)
-        ctx.cfg = ctx.cfg.model_copy(deep=True)
-        ctx.cfg.publish.wordpress.status = "draft"
+        ctx.settings = dataclasses.replace(ctx.settings, publish=ctx.settings.publish.model_copy(deep=True))
+        ctx.settings.publish.wordpress.status = "draft"
         with pytest.raises(CapabilityError, match="404"):
             publish.fn(ctx, add_article(ctx).id)
         assert server.posts[0].status == "draft" and row_of(ctx).status == "unverified"
@@ -234,7 +235,7 @@ def test_ghost_rejects_a_malformed_admin_key(tmp_path, monkeypatch):
         monkeypatch.setenv(SECRET_ENV["ghost"], "not-a-key")
         ctx = ctx_for(tmp_path, "ghost", server)
         with pytest.raises(ConfigError, match="<id>:<hex secret>") as err:
-            get_publisher(ctx.cfg)
+            get_publisher(ctx.settings.publish, ctx.settings.base_dir)
         assert "not-a-key" not in str(err.value)
     finally:
         server.stop()
@@ -246,7 +247,7 @@ def test_webhook_without_lookup_finds_nothing_and_relies_on_the_key(tmp_path, mo
     monkeypatch.setenv(SECRET_ENV["webhook"], server.secret)
     try:
         ctx = ctx_for(tmp_path, "webhook", server)
-        pub = get_publisher(ctx.cfg)
+        pub = get_publisher(ctx.settings.publish, ctx.settings.base_dir)
         with pytest.raises(LookupUnsupported):  # its silence proves nothing: not "None, so not published"
             pub.find(key="k" * 64, slug="s")
         first = pub.publish(key="k" * 64, slug="s", title="T", body_markdown="b", content_hash="1" * 64)
@@ -259,7 +260,7 @@ def test_webhook_without_lookup_finds_nothing_and_relies_on_the_key(tmp_path, mo
 def test_local_find_and_atom_feed(tmp_path):
     ctx = new_context(write_config(tmp_path, "local", None))
     result = publish.fn(ctx, add_article(ctx).id)
-    pub = get_publisher(ctx.cfg)
+    pub = get_publisher(ctx.settings.publish, ctx.settings.base_dir)
     row = row_of(ctx)
     found = pub.find(key=row.idempotency_key, slug="whatever-slug")
     assert found is not None and found.url == result["url"] and found.content_hash == row.content_hash
@@ -279,14 +280,14 @@ class _FakePublisher:
     name = "fake"
 
 
-def _fake_factory(cfg):
+def _fake_factory(publish, base_dir):
     return _FakePublisher()
 
 
 def test_unknown_target_lists_the_known_ones(tmp_path):
     ctx = new_context(write_config(tmp_path, "local", None))
     with pytest.raises(ConfigError) as err:
-        get_publisher(ctx.cfg, "myspace")
+        get_publisher(ctx.settings.publish, ctx.settings.base_dir, "myspace")
     msg = str(err.value)
     assert "\n" not in msg and "myspace" in msg and all(t in msg for t in ("ghost", "local", "webhook", "wordpress"))
 
@@ -300,7 +301,7 @@ def test_targets_resolve_through_entry_points_with_a_builtin_fallback(tmp_path, 
         return [ep for ep in eps if name is None or ep.name == name]
 
     monkeypatch.setattr(publishers.metadata, "entry_points", entry_points)
-    assert isinstance(get_publisher(ctx.cfg, "fake"), _FakePublisher)
+    assert isinstance(get_publisher(ctx.settings.publish, ctx.settings.base_dir, "fake"), _FakePublisher)
     assert "fake" in publishers.known_targets()
     # Stale metadata (no built-in entry points at all): the fallback map still finds them.
-    assert get_publisher(ctx.cfg, "local").name == "local"
+    assert get_publisher(ctx.settings.publish, ctx.settings.base_dir, "local").name == "local"

@@ -59,7 +59,7 @@ def test_manual_review_holds_the_run_with_a_preview_and_status_shows_it(harness)
 
 def test_approve_publishes_registers_and_reports_once_with_the_approver_in_the_ledger(harness):
     outcome, cfg, ledger = held(harness)
-    view, now = review.approve(cfg, ledger, outcome.run_id, "alice")
+    view, now = review.approve(cfg.run_settings(), ledger, outcome.run_id, "alice")
     assert now and view.status == "approved" and view.completed and view.decided_by == "alice" and view.url
     assert counts(ledger) == {"publications": 1, "verified": 1, "registrations": 1, "reports": 1}
     with ledger.read() as s:
@@ -71,7 +71,7 @@ def test_approve_publishes_registers_and_reports_once_with_the_approver_in_the_l
     assert {f.capability for f in ledger.facts(outcome.run_id)} >= {"publish", "register", "report"}
     assert review.pending(ledger) == []
     # Approving twice: nothing more happens, and the first approver stays on record.
-    again, now = review.approve(cfg, ledger, outcome.run_id, "bob")
+    again, now = review.approve(cfg.run_settings(), ledger, outcome.run_id, "bob")
     assert not now and again.decided_by == "alice"
     assert counts(ledger) == {"publications": 1, "verified": 1, "registrations": 1, "reports": 1}
 
@@ -79,15 +79,15 @@ def test_approve_publishes_registers_and_reports_once_with_the_approver_in_the_l
 def test_reject_closes_it_and_nothing_is_published(harness):
     outcome, cfg, ledger = held(harness)
     with pytest.raises(ConfigError, match="--reason"):
-        review.reject(cfg, ledger, outcome.run_id, "carol", " ")
-    view = review.reject(cfg, ledger, outcome.run_id, "carol", "off-topic for this channel")
+        review.reject(cfg.run_settings(), ledger, outcome.run_id, "carol", " ")
+    view = review.reject(cfg.run_settings(), ledger, outcome.run_id, "carol", "off-topic for this channel")
     assert (view.status, view.decided_by, view.reason) == ("rejected", "carol", "off-topic for this channel")
     with ledger.read() as s:
         assert s.get(Run, outcome.run_id).status == "rejected"
     with pytest.raises(ConfigError, match="rejected by carol"):
-        review.approve(cfg, ledger, outcome.run_id, "alice")
+        review.approve(cfg.run_settings(), ledger, outcome.run_id, "alice")
     with pytest.raises(ConfigError, match="only a pending review"):
-        review.reject(cfg, ledger, outcome.run_id, "dave", "again")
+        review.reject(cfg.run_settings(), ledger, outcome.run_id, "dave", "again")
     assert counts(ledger)["publications"] == 0 and review.pending(ledger) == []
 
 
@@ -98,7 +98,7 @@ def test_an_approval_recorded_elsewhere_is_not_overwritten(harness):
         row = s.exec(select(Review)).one()
         row.status, row.decided_by = "approved", "erin"
         s.add(row)
-    view, _ = review.approve(cfg, ledger, outcome.run_id, "frank")
+    view, _ = review.approve(cfg.run_settings(), ledger, outcome.run_id, "frank")
     assert view.decided_by == "erin" and view.completed and counts(ledger)["verified"] == 1
 
 
@@ -164,7 +164,7 @@ def test_an_article_below_the_threshold_is_held_and_only_an_editor_publishes_it(
     assert (outcome.status, outcome.exit_code) == ("incomplete", 4)
     assert counts(ledger)["publications"] == 0 and not harness.pages
     cfg = harness.config("honest", PIPELINE_HUMANIZE__THRESHOLD="99")
-    view, now = review.approve(cfg, ledger, outcome.run_id, "alice")
+    view, now = review.approve(cfg.run_settings(), ledger, outcome.run_id, "alice")
     assert now and view.completed and counts(ledger) == {"publications": 1, "verified": 1, "registrations": 1, "reports": 1}
     with ledger.read() as s:
         assert (s.get(Run, outcome.run_id).status) == "done"

@@ -64,7 +64,7 @@ def test_registration_numbers_under_concurrency_are_unique_and_gapless(ledger_ur
 
     def one(pub_id: int) -> None:
         ledger = Ledger(ledger_url)
-        ctx = SimpleNamespace(run_id=run_id, cfg=cfg, ledger=ledger)
+        ctx = SimpleNamespace(run_id=run_id, settings=cfg, ledger=ledger)
         barrier.wait()
         try:
             numbers.append(register.fn(ctx, pub_id)["registration_no"])
@@ -116,7 +116,7 @@ def test_a_tick_whose_run_died_is_run_again_once(harness, ledger_url):
 
 def test_the_channel_lock_on_postgresql_excludes_other_sessions(harness, pg_url):
     cfg = _cfg(harness, pg_url)
-    with channel_lock(cfg, "default"):
+    with channel_lock(cfg.ledger_url, cfg.state_dir, "default"):
         with pytest.raises(ChannelLocked, match="held by pipeline channel default pid"):
             run_once(cfg, llm=harness.model("honest", cfg))
         env = {**os.environ, KEY_ENV: "sk-test-not-a-real-key", "PIPELINE_LEDGER__URL": pg_url}
@@ -198,7 +198,7 @@ def test_celery_workers_run_each_tick_exactly_once(tmp_path, fake_llm, pg_url, b
     try:
         _wait(lambda: _ticks_done(ledger, 3), 90, "three ticks done")
         time.sleep(1.5)  # give the duplicates time to be (not) run
-        status = engine_status(cfg)
+        status = engine_status(cfg.engine, cfg.ledger_url)
         assert len(status.workers) == 1 and status.queue_depth == 0, status
     finally:
         log = worker.stop()

@@ -109,7 +109,7 @@ def test_the_run_deadline_ends_the_run_and_frees_the_channel(tmp_path, server, m
     assert (outcome.status, outcome.exit_code) == ("timed_out", 124) and "run:" in outcome.error
     from pipeline.ledger.locks import channel_lock
 
-    with channel_lock(cfg, "default"):  # released: the next cron run is not locked out
+    with channel_lock(cfg.ledger_url, cfg.state_dir, "default"):  # released: the next cron run is not locked out
         pass
 
 

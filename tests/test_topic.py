@@ -37,7 +37,7 @@ def make_ctx(tmp_path, scenario=None, **env):
     cfg.base_dir = tmp_path
     ledger = Ledger(cfg.ledger_url)
     llm = scripted(scenario, cfg.llm) if scenario else ScriptedModel(cfg.llm)
-    return RunContext(ledger.start_run("m").id, cfg, ledger, llm, Prompts())
+    return RunContext(ledger.start_run("m").id, cfg.run_settings(), ledger, llm, Prompts())
 
 
 def publish_topic(ctx, title):

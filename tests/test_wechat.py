@@ -82,10 +82,10 @@ def test_slow_publishing_ends_submitted_and_the_next_run_finishes_it(tmp_path, w
         publish.fn(ctx, article.id)
     assert row_of(ctx).status == "submitted"
     ctx.ledger.finish_run(ctx.run_id, "submitted", 9, "still publishing")
-    assert recover_pending(ctx.cfg, ctx.ledger) == 0  # still publishing: left submitted, not resubmitted
+    assert recover_pending(ctx.settings, ctx.ledger) == 0  # still publishing: left submitted, not resubmitted
     assert row_of(ctx).status == "submitted"
     wechat.release()
-    assert recover_pending(ctx.cfg, ctx.ledger) == 1
+    assert recover_pending(ctx.settings, ctx.ledger) == 1
     row = row_of(ctx)
     assert row.status == "verified" and row.url
     assert wechat.stats()["submits"] == 1
@@ -98,19 +98,19 @@ def test_an_article_removed_after_success_is_not_a_publication(tmp_path, wechat,
     publish.fn(ctx, add_article(ctx).id)
     row = row_of(ctx)
     wechat.remove(row.remote_id, removed)  # the status flips from 0 to 5 (or 6) later
-    assert [p.id for p in recheck_published(ctx.cfg, ctx.ledger)] == [row.id]
+    assert [p.id for p in recheck_published(ctx.settings, ctx.ledger)] == [row.id]
     assert row_of(ctx).status == "removed" and STATUS[removed] in row_of(ctx).verification
-    assert recheck_published(ctx.cfg, ctx.ledger) == []  # removed is final: not asked again
+    assert recheck_published(ctx.settings, ctx.ledger) == []  # removed is final: not asked again
     # Removed before the pipeline ever saw it published: the poll reports 5/6 and the row fails.
     wechat.hold = True
-    other = new_context(ctx.cfg.base_dir / "config.toml")
+    other = new_context(ctx.settings.base_dir / "config.toml")
     with pytest.raises(PublicationSubmitted):
         publish.fn(other, add_article(other, "\nOther.").id)
     wechat.release()
     wechat.articles()  # the task finishes (status 0) unseen, then is taken down
     wechat.remove(f"ART{row_of(other).publish_id}", removed)
     other.ledger.finish_run(other.run_id, "submitted", 9, "")
-    recover_pending(other.cfg, other.ledger)
+    recover_pending(other.settings, other.ledger)
     assert row_of(other).status == "failed" and f"publish_status {removed}" in row_of(other).verification
 
 
@@ -119,7 +119,7 @@ def test_a_token_expiring_mid_run_is_refreshed_once(tmp_path, wechat):
     publish.fn(ctx, add_article(ctx).id)
     assert wechat.stats()["token_calls"] == 1
     wechat.expire_token()  # the platform expires it before our cached expiry says so
-    second = new_context(ctx.cfg.base_dir / "config.toml")
+    second = new_context(ctx.settings.base_dir / "config.toml")
     assert publish.fn(second, add_article(second, "\nTwo.").id)["verified"]
     stats = wechat.stats()
     assert stats["errors"].get(42001) == 1 and stats["token_calls"] == 2 and stats["forced_refreshes"] == 0
@@ -145,7 +145,7 @@ def test_a_token_superseded_elsewhere_answers_40001_and_is_replaced(tmp_path, we
     with wechat.lock:  # another tool forced a refresh: our cached token is no longer the latest
         wechat.old_tokens.add(wechat.token.value)
         wechat.token.value = "rotated-elsewhere"
-    second = new_context(ctx.cfg.base_dir / "config.toml")
+    second = new_context(ctx.settings.base_dir / "config.toml")
     assert publish.fn(second, add_article(second, "\nTwo.").id)["verified"]
     assert wechat.stats()["errors"].get(40001) == 1
 
@@ -196,7 +196,7 @@ def test_the_daily_quota_ends_the_run_as_platform_unavailable(tmp_path, wechat):
     ctx = new_context(config(tmp_path, wechat))
     publish.fn(ctx, add_article(ctx).id)  # warm the token
     wechat.quota_spent = True
-    second = new_context(ctx.cfg.base_dir / "config.toml")
+    second = new_context(ctx.settings.base_dir / "config.toml")
     with pytest.raises(PlatformUnavailableError, match="45009"):
         publish.fn(second, add_article(second, "\nTwo.").id)
     assert row_of(second).status == "pending" and row_of(second).submit_started_at is None
@@ -216,7 +216,7 @@ def test_the_token_is_never_logged_nor_written_outside_its_table(tmp_path, wecha
     publish.fn(ctx, add_article(ctx).id)
     wechat.expire_token()
     wechat.quota_spent = True
-    second = new_context(ctx.cfg.base_dir / "config.toml")
+    second = new_context(ctx.settings.base_dir / "config.toml")
     with pytest.raises(PlatformUnavailableError) as err:
         publish.fn(second, add_article(second, "\nTwo.").id)
     tokens = set(wechat.tokens_seen)

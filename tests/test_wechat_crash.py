@@ -88,9 +88,9 @@ def test_a_kill_at_each_transition_never_submits_twice_nor_forgets(tmp_path, wor
             else:  # the run is over; the next run's recovery settles it
                 ctx.ledger.finish_run(ctx.run_id, "crashed", None, "killed")
                 if fault in ("wechat_after_cover", "wechat_after_draft"):
-                    assert recover_pending(ctx.cfg, ctx.ledger) == 1  # never submitted: failed, nothing to find
+                    assert recover_pending(ctx.settings, ctx.ledger) == 1  # never submitted: failed, nothing to find
                 else:
-                    assert recover_pending(ctx.cfg, ctx.ledger) == 1
+                    assert recover_pending(ctx.settings, ctx.ledger) == 1
             resumed += 1
             ctx.ledger.close()
         figures = audit(server, new_context(config))

@@ -136,7 +136,7 @@ def test_the_marker_makes_no_empty_paragraph_and_keeps_the_key_off_the_public_pa
     key = _key(ctx.run_id, article)
     assert key not in body and key[:16] not in body
     # The raw content still carries it: find() tells this post from another with the same slug.
-    found = get_publisher(ctx.cfg).find(key=key, slug=_slug(article, key))
+    found = get_publisher(ctx.settings.publish, ctx.settings.base_dir).find(key=key, slug=_slug(article, key))
     assert found.key == key and found.content_hash == article.content_hash
 
 
@@ -267,7 +267,7 @@ def test_the_budget_is_per_run_not_per_call(tmp_path, wp):
 
     wp.fail_next(503, times=100)
     ctx = ctx_for(tmp_path, wp, retries=1)
-    ctx.cfg.publish.max_failed_attempts = 4
+    ctx.settings.publish.max_failed_attempts = 4
     article = add_article(ctx)
     for _ in range(2):  # 2 failed creates each: 4 failures
         with pytest.raises(Exception) as err:

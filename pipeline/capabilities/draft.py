@@ -160,8 +160,8 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
         found = s.exec(select(Outline).where(Outline.run_id == ctx.run_id, Outline.topic_id == topic.id)).first()
     if found is not None:
         return found
-    d = ctx.cfg.draft
-    prompt = ctx.prompts.render(prompt_name("outline", d.language), audience=d.audience, niche=ctx.cfg.topic.niche,
+    d = ctx.settings.draft
+    prompt = ctx.prompts.render(prompt_name("outline", d.language), audience=d.audience, niche=ctx.settings.topic.niche,
                                 title=topic.title, angle=topic.angle or "your choice", sections=d.sections)
     constrained = supports_json_schema(ctx.llm, ctx.ledger)
     fmt = ({"type": "json_schema", "json_schema": {"name": "article_outline", "schema": OUTLINE_SCHEMA, "strict": True}}
@@ -269,7 +269,7 @@ class Writer:
     """
 
     def __init__(self, ctx: RunContext, outline: Any) -> None:
-        self.ctx, self.d = ctx, ctx.cfg.draft
+        self.ctx, self.d = ctx, ctx.settings.draft
         self.language = self.d.language
         self.title = outline.title
         self.sections = json.loads(outline.sections_json)
@@ -497,7 +497,7 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
                                                 Article.run_id == ctx.run_id)).first()
     if t is None or t.run_id != ctx.run_id:
         raise CapabilityError(f"no topic {topic_id} in this run; call topic first and pass its topic_id")
-    d = ctx.cfg.draft
+    d = ctx.settings.draft
     if existing:
         return {"article_id": existing.id, "title": existing.title,
                 art.unit(d.language): art.body_length(existing.body, d.language), "reused": True}

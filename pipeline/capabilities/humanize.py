@@ -148,7 +148,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
         raise CapabilityError(f"no article {article_id} in this run; pass the article_id returned by draft")
     if src.kind != "draft":
         raise CapabilityError(f"article {article_id} is already humanized; pass the draft's article_id {src.parent_id}")
-    h, language = ctx.cfg.humanize, src.language
+    h, language = ctx.settings.humanize, src.language
     threshold = h.pass_mark(language)  # [humanize] threshold, else the scorer's calibrated pass mark
     if earlier is not None and earlier.score is not None and earlier.score >= threshold:
         return {"article_id": earlier.id, "score": earlier.score, "threshold": threshold, "passed": True, "reused": True}
@@ -230,11 +230,11 @@ def _hold(ctx: RunContext, row: Any, total: float | None, threshold: float, weak
     """Below the threshold: a review (with a preview) an editor can approve or reject; the run ends here."""
     from pipeline.publishing import review
 
-    review.request(ctx.cfg, ctx.ledger, ctx.run_id, row)
+    review.request(ctx.settings, ctx.ledger, ctx.run_id, row)
     shown = "too short to score" if total is None else f"{total:g}"
     line = (f"score {shown} < threshold {threshold:g} after rewriting; {weakest}; "
             f"read: pipeline review show {ctx.run_id}; approve: pipeline review approve {ctx.run_id}; "
             f"reject: pipeline review reject {ctx.run_id} --reason …")
-    if ctx.cfg.publish.review == "manual":
+    if ctx.settings.publish.review == "manual":
         raise AwaitingReview(f"awaiting review: {line}")
     raise BelowThreshold(f"not published: {line}")

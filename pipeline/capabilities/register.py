@@ -36,13 +36,13 @@ def register(ctx: RunContext, publication_id: Annotated[int, "The publication_id
     from pipeline.ledger.models import Publication
     from pipeline.publishing.numbers import assign, registration_day
 
-    day = registration_day(ctx.cfg.registration)
+    day = registration_day(ctx.settings.registration)
     with ctx.ledger.write() as s:
         pub = s.get(Publication, publication_id)
         if pub is None or pub.run_id != ctx.run_id:
             raise CapabilityError(f"no publication {publication_id} in this run; pass the publication_id returned by publish")
         if pub.status != PublicationStatus.VERIFIED:
             raise CapabilityError(f"publication {publication_id} is {pub.status}, not verified; only verified publications are registered")
-        reg = assign(s, ctx.cfg.registration, pub, day)
+        reg = assign(s, ctx.settings.registration, pub, day)
         url = pub.url
     return {"registration_no": reg.registration_no, "publication_id": publication_id, "url": url}

@@ -41,4 +41,5 @@ def report(ctx: RunContext) -> dict[str, Any]:
     with ctx.ledger.write() as s:
         row = Report(run_id=ctx.run_id, body=body)
         s.add(row)
-    return {"report_id": row.id, "report": body, "delivered_to": deliver(ctx.cfg, f"run-{ctx.run_id}", body)}
+    delivered = deliver(ctx.settings.report, ctx.settings.base_dir, f"run-{ctx.run_id}", body)
+    return {"report_id": row.id, "report": body, "delivered_to": delivered}

@@ -130,7 +130,7 @@ BRAINSTORM_SCHEMA = {
 
 def brainstorm(ctx: RunContext, published: list[str]) -> list[Candidate]:
     reply = ctx.llm.complete([
-        {"role": "system", "content": ctx.prompts.render("topic.md", niche=ctx.cfg.topic.niche, count=BRAINSTORM_CANDIDATES)},
+        {"role": "system", "content": ctx.prompts.render("topic.md", niche=ctx.settings.topic.niche, count=BRAINSTORM_CANDIDATES)},
         {"role": "user", "content": "Already published (do not repeat):\n" + ("\n".join(published[-50:]) or "(nothing yet)")},
     ], response_format=BRAINSTORM_SCHEMA, max_tokens=60 * BRAINSTORM_CANDIDATES)
     try:
@@ -234,13 +234,13 @@ def topic(ctx: RunContext) -> dict[str, Any]:
     with ctx.ledger.read() as s:
         chosen = s.exec(select(Topic).where(Topic.run_id == ctx.run_id).order_by(Topic.id)).first()
     if chosen is None:
-        t = ctx.cfg.topic
+        t = ctx.settings.topic
         published, stored = _published_titles(ctx)
         repeats = Repeats(published, t.similarity_threshold)
         # Sources in order, each consulted only when the ones before hold nothing fresh.
         pick = None
         if t.backlog:
-            path = ctx.cfg.path(t.backlog)
+            path = ctx.settings.path(t.backlog)
             # Titles only, until one is fresh: a Candidate is built for the pick alone.
             row = next(((title, angle) for title, angle in _backlog_rows(path)
                         if title not in stored and not repeats(title)), None)
@@ -248,7 +248,7 @@ def topic(ctx: RunContext) -> dict[str, Any]:
         for source in t.feeds:
             if pick is not None:
                 break
-            pick = _first_fresh(feed(source, ctx.cfg.base_dir, t.feed_timeout_s, t.max_feed_items), repeats)
+            pick = _first_fresh(feed(source, ctx.settings.base_dir, t.feed_timeout_s, t.max_feed_items), repeats)
         if pick is None:
             pick = _first_fresh(brainstorm(ctx, published), repeats)
         if pick is None:

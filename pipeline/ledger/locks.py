@@ -23,16 +23,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..config import Config
 from ..errors import ChannelLocked
 
 
-def lock_path(cfg: Config, name: str) -> Path:
-    url = cfg.ledger_url
+def lock_path(ledger_url: str, state_dir: Path, name: str) -> Path:
+    """The lock file ``name``: next to a SQLite ledger's file, else in ``state_dir``."""
+    url = ledger_url
     if url.startswith("sqlite:///") and ":memory:" not in url:
         ledger = Path(url[len("sqlite:///"):])
         return ledger.with_name(f"{ledger.name}.{name}.lock")
-    return cfg.state_dir / f"{name}.lock"
+    return state_dir / f"{name}.lock"
 
 
 @contextmanager
@@ -144,10 +144,11 @@ def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool =
 
 
 @contextmanager
-def channel_lock(cfg: Config, channel: str) -> Iterator[None]:
-    if cfg.ledger_url.startswith("postgres"):
-        with pg_hold(cfg.ledger_url, f"channel:{channel}", f"channel {channel}", watch=True):
+def channel_lock(ledger_url: str, state_dir: Path, channel: str) -> Iterator[None]:
+    """Hold ``channel``'s lock: on the ledger's server for PostgreSQL, else a file (``lock_path``)."""
+    if ledger_url.startswith("postgres"):
+        with pg_hold(ledger_url, f"channel:{channel}", f"channel {channel}", watch=True):
             yield
     else:
-        with hold(lock_path(cfg, channel), f"channel {channel}"):
+        with hold(lock_path(ledger_url, state_dir, channel), f"channel {channel}"):
             yield

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Engine
@@ -43,9 +43,6 @@ from . import disk, migrations
 from .facts import Fact, fact_from_execution  # also re-exported
 from .models import Claim, Daemon, Execution, GuardEvent, ModelCall, ProviderCapability, Run, Tick, TickEvent, Turn
 from .utc import aware, sqlite_text, utcnow
-
-if TYPE_CHECKING:
-    from ..config import Config
 
 # Tick lifecycle lines (received, busy, claimed, settled, finished): INFO in workers and daemons.
 tick_log = logging.getLogger("pipeline.ticks")
@@ -120,11 +117,6 @@ def _sqlite_begin(conn: Any) -> None:
 
 class Ledger:
     """The SQL ledger. Open one per process; it is safe to share across threads."""
-
-    @classmethod
-    def of(cls, cfg: Config, *, migrate: bool = True) -> Ledger:
-        """The ledger a config names (``[ledger] url`` and ``busy_timeout_ms``)."""
-        return cls(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=migrate)
 
     def __init__(self, url: str, busy_timeout_ms: int = 5000, *, migrate: bool = True) -> None:
         """Open the ledger at ``url``, migrating its schema to this program's (``migrate=False``: as it is)."""

@@ -33,7 +33,7 @@ from ..errors import ChannelLocked, LedgerError, PipelineError, TickAlreadyRun
 if TYPE_CHECKING:
     from celery import Celery
 
-    from ..config import Config
+    from ..config import Config, EngineConfig
 
 log = logging.getLogger(__name__)
 tick_log = logging.getLogger("pipeline.ticks")
@@ -42,22 +42,28 @@ TASK = "pipeline.run_tick"
 CONFIG_ENV = "PIPELINE_WORKER_CONFIG"
 
 
-def make_app(cfg: Config) -> Celery:
+def broker_app(engine: EngineConfig) -> Celery:
+    """A Celery app on ``[engine]``'s broker and queue, without the task: enough to inspect workers and the queue."""
     from celery import Celery
 
-    app = Celery("pipeline", broker=cfg.engine.broker(), set_as_current=False)
+    app = Celery("pipeline", broker=engine.broker(), set_as_current=False)
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_default_queue=cfg.engine.queue,
+        task_default_queue=engine.queue,
         task_ignore_result=True,  # outcomes live in the ledger, not in a result backend
         task_serializer="json", accept_content=["json"],
-        broker_transport_options={"visibility_timeout": cfg.engine.visibility_timeout_s},
+        broker_transport_options={"visibility_timeout": engine.visibility_timeout_s},
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
     )
+    return app
+
+
+def make_app(cfg: Config) -> Celery:
+    app = broker_app(cfg.engine)
     max_retries = cfg.engine.max_retries
 
     busy_every = max(1.0, cfg.engine.lease_s / 3)
@@ -111,9 +117,9 @@ def execute_tick(channel: str, tick: datetime) -> dict[str, Any]:
     from . import resident
 
     cfg = config_mod.load(os.environ[CONFIG_ENV]).for_channel(channel)
-    ledger = resident.ledger_for(cfg)
+    ledger = resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     try:
-        outcome = run_once(cfg, llm=resident.model_for(cfg), ledger=ledger, tick=tick)
+        outcome = run_once(cfg, llm=resident.model_for(cfg.llm, cfg.state_dir), ledger=ledger, tick=tick)
     except TickAlreadyRun as exc:
         tick_log.info("tick %s@%s %s", channel, tick.isoformat(), exc)
         return {"channel": channel, "tick": tick.isoformat(), "skipped": str(exc), "exit_code": int(exc.exit_code)}

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from ..config import Config
+    from ..ledger.writer import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,11 @@ JOBSTORE_FILE = "daemon-jobs.sqlite"
 SIGNAL_POLL_S = 0.2
 _lock = threading.Lock()  # guards _apps
 _active: set[str] = set()  # run ids in progress, for a forced exit
+
+
+def _ledger(cfg: Config) -> Ledger:
+    """This process's ledger of ``cfg``, opened once and kept across runs."""
+    return resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
 
 
 def due_tick(cfg: Config, now: datetime | None = None) -> datetime | None:
@@ -90,7 +96,7 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
         return int(exc.exit_code)
     from ..text import redact
 
-    redact.from_config(cfg)  # before the alert below can quote an error body
+    redact.remember(cfg.secrets())  # before the alert below can quote an error body
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
 
     class Track(RunObserver):
@@ -98,7 +104,8 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
             _active.add(run_id)
 
     try:
-        outcome = run_once(cfg, observer=Track(), llm=resident.model_for(cfg), ledger=resident.ledger_for(cfg), tick=when)
+        outcome = run_once(cfg, observer=Track(), llm=resident.model_for(cfg.llm, cfg.state_dir), ledger=_ledger(cfg),
+                           tick=when)
     except (ChannelLocked, TickAlreadyRun) as exc:
         log.warning("channel %s: %s", channel, exc)
         return int(exc.exit_code)
@@ -123,7 +130,7 @@ def dispatch_channel(config_path: str, channel: str, tick: str | None = None) ->
     when = datetime.fromisoformat(tick) if tick else due_tick(cfg)
     if when is None:
         return 0
-    if not resident.ledger_for(cfg).queue_tick(channel, when):
+    if not _ledger(cfg).queue_tick(channel, when):
         log.info("channel %s: tick %s already done; not queued", channel, when.isoformat())
         return 0
     send_tick(_celery_app(cfg), cfg, channel, when)
@@ -141,7 +148,7 @@ def resend_unclaimed(config_path: str) -> int:
     from .celery_engine import send_tick
 
     cfg = config_mod.load(config_path)
-    ledger = resident.ledger_for(cfg)
+    ledger = _ledger(cfg)
     due = ledger.resend_due(cfg.channel_names(), cfg.engine.lease_s, cfg.engine.resend_after_s, RESEND_HORIZON)
     for channel, tick, why in due:
         log.warning("channel %s: tick %s queued again: %s", channel, tick.isoformat(), why)
@@ -247,14 +254,14 @@ def _mark_interrupted(cfg: Config) -> None:
     from ..ledger.models import Run
     from ..ledger.writer import Ledger
 
-    ledger = Ledger.of(cfg)
+    ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     with ledger.read() as s:
         running = s.exec(select(Run).where(Run.status == RunStatus.RUNNING)).all()
     for run in running:
         orphaned = False
         if run.id not in _active:
             try:
-                with channel_lock(cfg, run.channel):
+                with channel_lock(cfg.ledger_url, cfg.state_dir, run.channel):
                     orphaned = True  # its process is gone: the kernel released the lock
             except ChannelLocked:
                 continue
@@ -327,7 +334,7 @@ def catch_up(cfg: Config, config_path: str, scheduler: Any, now: datetime | None
     from ..ledger.models import Tick
 
     now = now or datetime.now(timezone.utc)
-    ledger = resident.ledger_for(cfg)
+    ledger = _ledger(cfg)
     job = dispatch_channel if cfg.engine.kind == "celery" else run_channel
     due = []
     for name in cfg.channel_names():
@@ -434,7 +441,7 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
             catch_up(cfg, path, scheduler)
             threading.Thread(target=_watch_lead, args=(lead, cfg, stopped, lost), daemon=True).start()
         metrics_server = _serve_metrics(cfg)
-        ledger = resident.ledger_for(cfg)
+        ledger = _ledger(cfg)
         me = ledger.daemon_started()  # from now on its ticks count for `pipeline status`
         beats = threading.Thread(target=_heartbeat, args=(ledger, me, cfg.daemon.heartbeat_s, stopped), daemon=True)
         beats.start()

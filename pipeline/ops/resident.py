@@ -11,7 +11,9 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from pathlib import Path
+
+    from ..config import LLMConfig
     from ..ledger.writer import Ledger
     from ..model.llm import ChatModel
 
@@ -20,23 +22,25 @@ _models: dict[tuple[str, str | None, str | None], ChatModel] = {}
 _ledgers: dict[str, Ledger] = {}
 
 
-def model_for(cfg: Config) -> ChatModel:
+def model_for(llm: LLMConfig, state_dir: Path) -> ChatModel:
+    """This process's client of ``[llm]``'s model (its data, the embedded model's weights, under ``state_dir``)."""
     from ..model.llm import ChatModel
 
-    key = (cfg.llm.model, cfg.llm.api_base, cfg.llm.api_key_env)
+    key = (llm.model, llm.api_base, llm.api_key_env)
     with _lock:
         if key not in _models:
-            _models[key] = ChatModel(cfg.llm, data_dir=cfg.state_dir)
+            _models[key] = ChatModel(llm, data_dir=state_dir)
         return _models[key]
 
 
-def ledger_for(cfg: Config) -> Ledger:
+def ledger_for(url: str, busy_timeout_ms: int) -> Ledger:
+    """This process's ledger at ``url`` (``Config.ledger_url``), opened at the first ask."""
     from ..ledger.writer import Ledger
 
     with _lock:
-        if cfg.ledger_url not in _ledgers:
-            _ledgers[cfg.ledger_url] = Ledger.of(cfg)
-        return _ledgers[cfg.ledger_url]
+        if url not in _ledgers:
+            _ledgers[url] = Ledger(url, busy_timeout_ms)
+        return _ledgers[url]
 
 
 def checkpoint_all() -> None:

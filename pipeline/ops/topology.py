@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING
 from ..views.status import EngineStatus
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import EngineConfig
 
 
-def engine_status(cfg: Config) -> EngineStatus:
+def engine_status(engine: EngineConfig, ledger_url: str) -> EngineStatus:
     """The leading daemon (PostgreSQL ledger) and, with Celery, the workers seen and the queue depth."""
-    leader, leader_pid, postgres = None, None, cfg.ledger_url.startswith("postgres")
+    leader, leader_pid, postgres = None, None, ledger_url.startswith("postgres")
     if postgres:
         import psycopg
 
         from ..ledger.locks import advisory_key, pg_conninfo
 
         key = advisory_key("scheduler")
-        with psycopg.connect(pg_conninfo(cfg.ledger_url), autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(pg_conninfo(ledger_url), autocommit=True, connect_timeout=5) as conn:
             row = conn.execute(
                 "SELECT a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
                 "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
@@ -34,19 +34,19 @@ def engine_status(cfg: Config) -> EngineStatus:
                 ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
         if row is not None:
             leader, leader_pid = _leader_text(row[0], row[1], row[2])
-    if cfg.engine.kind != "celery":
-        return EngineStatus(cfg.engine.kind, postgres, leader, leader_pid=leader_pid)
-    from .celery_engine import make_app, queue_depth, workers_seen
+    if engine.kind != "celery":
+        return EngineStatus(engine.kind, postgres, leader, leader_pid=leader_pid)
+    from .celery_engine import broker_app, queue_depth, workers_seen
 
-    app = make_app(cfg)
+    app = broker_app(engine)
     workers = None
     try:
         workers = workers_seen(app)
-        depth = queue_depth(app, cfg.engine.queue)
+        depth = queue_depth(app, engine.queue)
     except Exception as exc:  # the broker is down: say so, don't fail status
-        return EngineStatus(cfg.engine.kind, postgres, leader, workers, broker_error=f"{type(exc).__name__}: {exc}",
+        return EngineStatus(engine.kind, postgres, leader, workers, broker_error=f"{type(exc).__name__}: {exc}",
                             leader_pid=leader_pid)
-    return EngineStatus(cfg.engine.kind, postgres, leader, workers, depth, leader_pid=leader_pid)
+    return EngineStatus(engine.kind, postgres, leader, workers, depth, leader_pid=leader_pid)
 
 
 def _leader_text(name: str, addr: str | None, since: datetime) -> tuple[str, int | None]:

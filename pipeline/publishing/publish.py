@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 from sqlmodel import select
 
-from ..config import Config, PublishConfig
+from ..config import PublishConfig
 from ..errors import (
     AwaitingReview,
     CapabilityError,
@@ -81,15 +81,15 @@ def slug_for(article: Article, key: str) -> str:
     return slugify(article.title, f"a{article.id}-{key[:8]}")
 
 
-def verify_published(cfg: Config, publisher: Publisher, published: Published, digest: str) -> str | None:
+def verify_published(publish: PublishConfig, publisher: Publisher, published: Published, digest: str) -> str | None:
     """None when the publication is verified, else the reason it is not."""
-    allowed = cfg.publish.allowed_domains
+    allowed = publish.allowed_domains
     if not host_allowed(published.url, allowed):
         return f"{published.url} is not on [publish] allowed_domains {allowed}"
     problem = publisher.verify_local(published, digest)
     if problem:
         return problem
-    result = check_url(published.url, allowed, cfg.publish.verify_timeout_s)
+    result = check_url(published.url, allowed, publish.verify_timeout_s)
     if result.ok:
         return None
     if published.local_check and "ConnectError" in result.detail:
@@ -141,10 +141,10 @@ def budget_for(publish: PublishConfig) -> AttemptBudget:
 
 def _publisher(ctx: RunContext) -> Publisher:
     """The configured publisher, drawing on the run's budget of failed platform requests."""
-    publisher = get_publisher(ctx.cfg)
+    publisher = get_publisher(ctx.settings.publish, ctx.settings.base_dir)
     if isinstance(publisher, RemotePublisher) or is_async(publisher):
         if ctx.platform_budget is None:
-            ctx.platform_budget = budget_for(ctx.cfg.publish)
+            ctx.platform_budget = budget_for(ctx.settings.publish)
         publisher.budget = ctx.platform_budget
     if is_async(publisher):
         publisher.ledger = ctx.ledger
@@ -156,8 +156,8 @@ def is_async(publisher: Publisher) -> bool:
     return bool(getattr(publisher, "asynchronous", False))
 
 
-def verifier(cfg: Config, publisher: Publisher, digest: str) -> Callable[[Published], str | None]:
-    return lambda published: verify_published(cfg, publisher, published, digest)
+def verifier(publish: PublishConfig, publisher: Publisher, digest: str) -> Callable[[Published], str | None]:
+    return lambda published: verify_published(publish, publisher, published, digest)
 
 
 def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: Article) -> dict[str, Any]:
@@ -167,9 +167,9 @@ def _publish_async(ctx: RunContext, publisher: Any, row: Publication, article: A
     budget ends the run as ``submitted`` (exit 9): not published, so no fact and
     no registration, and the next run's reconciliation resumes polling it.
     """
-    budget = ctx.cfg.publish.wechat.poll_budget_s
+    budget = ctx.settings.publish.wechat.poll_budget_s
     row = publisher.advance(row.id, article, poll_budget_s=budget,
-                            verify=verifier(ctx.cfg, publisher, article.content_hash))
+                            verify=verifier(ctx.settings.publish, publisher, article.content_hash))
     if row.status == PublicationStatus.VERIFIED:
         return _result(row, publish_id=row.publish_id)
     if row.status == PublicationStatus.UNVERIFIED:
@@ -253,9 +253,9 @@ def _hold_for_review(ctx: RunContext, article: Article) -> None:
     from pipeline.publishing import review
 
     if ctx.dry_run:
-        preview = review.write_preview(ctx.cfg, ctx.run_id, article)
+        preview = review.write_preview(ctx.settings, ctx.run_id, article)
         raise DryRunDone(f"dry run: nothing published; the would-be post is at {preview.as_uri()}")
-    row = review.request(ctx.cfg, ctx.ledger, ctx.run_id, article)
+    row = review.request(ctx.settings, ctx.ledger, ctx.run_id, article)
     raise AwaitingReview(f"awaiting review: '{article.title}' is not published until an editor approves it; "
                          f"preview: {Path(row.preview).as_uri()}; then: pipeline review approve {ctx.run_id} "
                          f"(or reject {ctx.run_id} --reason …)")
@@ -276,13 +276,13 @@ def publish_article(ctx: RunContext, article_id: int) -> dict[str, Any]:
         raise CapabilityError(f"no article {article_id} in this run; pass the article_id returned by humanize")
     if article.kind != "humanized":
         raise CapabilityError(f"article {article_id} is a draft; call humanize and publish the article_id it returns")
-    threshold = ctx.cfg.humanize.pass_mark(article.language)
+    threshold = ctx.settings.humanize.pass_mark(article.language)
     # Below the threshold only an editor's approval publishes it (humanize held it for review).
     if (article.score is None or article.score < threshold) and ctx.approved_by is None:
         raise CapabilityError(f"article {article_id} scored {article.score}, below the threshold {threshold}; "
                               f"call humanize again with the draft's article_id {article.parent_id}")
 
-    if ctx.dry_run or (ctx.cfg.publish.review == "manual" and ctx.approved_by is None):
+    if ctx.dry_run or (ctx.settings.publish.review == "manual" and ctx.approved_by is None):
         _hold_for_review(ctx, article)
     key, publisher = idempotency_key(ctx.run_id, article), _publisher(ctx)
     if started is not None and is_async(publisher):
@@ -305,7 +305,7 @@ def publish_article(ctx: RunContext, article_id: int) -> dict[str, Any]:
     if published is None:
         published = _call_platform(ctx, publisher, row.id, key, slug, article)
 
-    problem = verify_published(ctx.cfg, publisher, published, article.content_hash)
+    problem = verify_published(ctx.settings.publish, publisher, published, article.content_hash)
     row = _settle(ctx.ledger, row.id, published, problem, note)
     if problem:
         raise CapabilityError(f"published to {published.url} but it could not be verified: {problem}")

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import select
 
-from ..config import Config
+from ..config import RunSettings
 from ..errors import ConfigError, ExitCode, PipelineError
 from ..ledger.models import Article, Registration, Report, Review, Run
 from ..ledger.utc import utcnow
@@ -42,28 +42,28 @@ from ..views.status import ReviewView, review_of, reviews
 CALL_PREFIX = "review:"
 
 
-def write_preview(cfg: Config, run_id: str, article: Article) -> Path:
+def write_preview(settings: RunSettings, run_id: str, article: Article) -> Path:
     """The would-be post as a page of a one-post local site under ``preview_dir/<run>``; returns the page's path."""
     from ..text.content import slugify
     from ..text.disclosure import Disclosure
     from .publishers.local import LocalSitePublisher
 
-    directory = cfg.path(cfg.publish.preview_dir) / run_id
+    directory = settings.path(settings.publish.preview_dir) / run_id
     site = LocalSitePublisher(directory, directory.as_uri(), title=f"Preview · run {run_id}",
-                              author=cfg.publish.local.author, disclosure=Disclosure.of(cfg))
+                              author=settings.publish.local.author, disclosure=Disclosure.of(settings.publish))
     slug = slugify(article.title, f"a{article.id}")
     published = site.publish(key=f"preview-{run_id}", slug=slug, title=article.title, body_markdown=article.body,
                              content_hash=article.content_hash)
     return Path(published.local_check)
 
 
-def request(cfg: Config, ledger: Ledger, run_id: str, article: Article) -> Review:
+def request(settings: RunSettings, ledger: Ledger, run_id: str, article: Article) -> Review:
     """The run's review, created (pending, with a preview) if it has none."""
     with ledger.read() as s:
         found = s.exec(select(Review).where(Review.run_id == run_id)).first()
     if found is not None:
         return found
-    preview = write_preview(cfg, run_id, article)
+    preview = write_preview(settings, run_id, article)
     with ledger.write() as s:
         found = s.exec(select(Review).where(Review.run_id == run_id)).first()
         if found is not None:
@@ -92,14 +92,14 @@ def reviewer(explicit: str | None) -> str:
     return name
 
 
-def reject(cfg: Config, ledger: Ledger, run_id: str, by: str, reason: str) -> ReviewView:
+def reject(settings: RunSettings, ledger: Ledger, run_id: str, by: str, reason: str) -> ReviewView:
     """Close a pending review: nothing is published; the run is recorded ``rejected``."""
     if not reason.strip():
         raise ConfigError("reject needs --reason: the ledger keeps why")
     run = _run(ledger, run_id)
     from ..ledger.locks import channel_lock
 
-    with channel_lock(cfg, run.channel):
+    with channel_lock(settings.ledger_url, settings.state_dir, run.channel):
         now = utcnow()
         with ledger.write() as s:
             done = s.exec(update(Review).where(Review.run_id == run_id, Review.status == ReviewStatus.PENDING)
@@ -126,10 +126,10 @@ def _run(ledger: Ledger, run_id: str) -> Run:
     return run
 
 
-def approve(cfg: Config, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewView, bool]:
+def approve(settings: RunSettings, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewView, bool]:
     """Approve and publish, register and report the run's article, exactly once. Returns (review, did_it_now).
 
-    ``cfg`` must be the run's channel's config. Raises ChannelLocked (exit 75) while a run of
+    ``settings`` must be the run's channel's (``Config.run_settings``). Raises ChannelLocked (exit 75) while a run of
     the channel or another approval holds its lock, ConfigError (exit 2) for a rejected or
     unknown review, and what publish raises when the platform fails (the review stays
     approved and incomplete: approve again to finish).
@@ -137,7 +137,7 @@ def approve(cfg: Config, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewVi
     from ..ledger.locks import channel_lock
 
     run = _run(ledger, run_id)
-    with channel_lock(cfg, run.channel):
+    with channel_lock(settings.ledger_url, settings.state_dir, run.channel):
         now = utcnow()
         with ledger.write() as s:
             review = s.exec(select(Review).where(Review.run_id == run_id)).first()
@@ -152,11 +152,11 @@ def approve(cfg: Config, ledger: Ledger, run_id: str, by: str) -> tuple[ReviewVi
                               f"{current.reason}")
         if current.completed:
             return current, False
-        _complete(cfg, ledger, run_id, current.decided_by or by)
+        _complete(settings, ledger, run_id, current.decided_by or by)
     return show(ledger, run_id), True
 
 
-def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
+def _complete(settings: RunSettings, ledger: Ledger, run_id: str, by: str) -> None:
     """publish → register → report for an approved run, each recorded as the run's execution; then done."""
     from ..model.messages import ToolCall
     from ..tools.catalog import toolbox
@@ -164,7 +164,7 @@ def _complete(cfg: Config, ledger: Ledger, run_id: str, by: str) -> None:
     from ..tools.toolbox import RunContext
 
     tools = toolbox()
-    ctx = RunContext(run_id, cfg, ledger, llm=None, prompts=Prompts(), approved_by=by)
+    ctx = RunContext(run_id, settings, ledger, llm=None, prompts=Prompts(), approved_by=by)
     with ledger.read() as s:
         review = s.exec(select(Review).where(Review.run_id == run_id)).one()
         reported = s.exec(select(Report).where(Report.run_id == run_id)).first() is not None

@@ -45,7 +45,7 @@ from typing import Any
 import httpx
 from sqlmodel import select
 
-from ..config import Config
+from ..config import RunSettings
 from ..errors import ConfigError, PipelineError, PlatformUnavailableError
 from ..ledger.models import Article, Execution, Publication, Registration, Run
 from ..ledger.utc import aware, utcnow
@@ -81,7 +81,7 @@ def _orphans(ledger: Ledger, cutoff: datetime, channel: str | None) -> list[tupl
     return [(pub, art) for pub, run, art in rows if run.status != RunStatus.RUNNING or aware(run.started_at) < cutoff]
 
 
-def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Any) -> bool:
+def _resume_async(settings: RunSettings, ledger: Ledger, pub: Publication, article: Article, publisher: Any) -> bool:
     """Take an asynchronous platform's row one step further (one status poll); True when it reached an end state.
 
     A row whose submit never started is left for its own run to publish: only a
@@ -97,20 +97,22 @@ def _resume_async(cfg: Config, ledger: Ledger, pub: Publication, article: Articl
             s.add(row)
         return True
     publisher.ledger = ledger
-    row = publisher.advance(pub.id, article, poll_budget_s=0, verify=verifier(cfg, publisher, pub.content_hash))
+    row = publisher.advance(pub.id, article, poll_budget_s=0,
+                            verify=verifier(settings.publish, publisher, pub.content_hash))
     return row.status not in ("pending", "submitted")
 
 
 UNKNOWN = "unknown"  # the platform may hold the post and cannot be asked: said so, never "not published"
 
 
-def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article, publisher: Publisher) -> bool | str:
+def _recover_one(settings: RunSettings, ledger: Ledger, pub: Publication, article: Article,
+                 publisher: Publisher) -> bool | str:
     """Ask the platform about one pending row and write down the answer; False if it was settled meanwhile.
 
     Returns ``UNKNOWN`` when the platform cannot be asked (no lookup): the row then says so.
     """
     if is_async(publisher):
-        return _resume_async(cfg, ledger, pub, article, publisher)
+        return _resume_async(settings, ledger, pub, article, publisher)
     if pub.status != PublicationStatus.PENDING:
         return False
     try:
@@ -125,7 +127,8 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
             s.add(row)
         return UNKNOWN
     mismatch = same_content(found, pub.idempotency_key, pub.content_hash) if found else None
-    problem = None if found is None or mismatch else verify_published(cfg, publisher, found, pub.content_hash)
+    problem = (None if found is None or mismatch
+               else verify_published(settings.publish, publisher, found, pub.content_hash))
     with ledger.write() as s:
         row = s.get(Publication, pub.id)
         if row.status != PublicationStatus.PENDING:  # someone else settled it first
@@ -139,7 +142,7 @@ def _recover_one(cfg: Config, ledger: Ledger, pub: Publication, article: Article
     return True
 
 
-def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
+def recover_pending(settings: RunSettings, ledger: Ledger, *, channel: str | None = None,
                     older_than_min: float | None = None,
                     on_unknown: Callable[[Publication, str], None] | None = None) -> int:
     """Settle publications left ``pending`` by runs that are no longer running; returns how many were settled.
@@ -154,22 +157,22 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
     a platform that refuses the credentials raises ConfigError (exit 2).
 
     ``channel`` limits recovery to that channel's runs: channels may point the
-    same target at different sites, and only ``cfg``'s channel is known here.
+    same target at different sites, and only ``settings``' channel is known here.
     A platform without a lookup cannot answer: the row becomes ``unknown`` and
     ``on_unknown(publication, detail)`` is called (the runner alerts).
     """
-    minutes = cfg.publish.recover_after_min if older_than_min is None else older_than_min
+    minutes = settings.publish.recover_after_min if older_than_min is None else older_than_min
     settled, publishers, down = 0, {}, set()
     for pub, article in _orphans(ledger, utcnow() - timedelta(minutes=minutes), channel):
         if pub.target in down:
             continue
         try:
             if pub.target not in publishers:
-                publishers[pub.target] = get_publisher(cfg, pub.target)
+                publishers[pub.target] = get_publisher(settings.publish, settings.base_dir, pub.target)
                 if isinstance(publishers[pub.target], RemotePublisher) or is_async(publishers[pub.target]):
                     # a dead host must not stall the run's start
-                    publishers[pub.target].budget = budget_for(cfg.publish)
-            outcome = _recover_one(cfg, ledger, pub, article, publishers[pub.target])
+                    publishers[pub.target].budget = budget_for(settings.publish)
+            outcome = _recover_one(settings, ledger, pub, article, publishers[pub.target])
             settled += bool(outcome)
             if outcome == UNKNOWN and on_unknown is not None:
                 on_unknown(pub, f"publication {pub.id} (run {pub.run_id}, {pub.target}): the outcome of the "
@@ -187,14 +190,14 @@ def recover_pending(cfg: Config, ledger: Ledger, *, channel: str | None = None,
     return settled
 
 
-def recheck_published(cfg: Config, ledger: Ledger, *, channel: str | None = None) -> list[Publication]:
+def recheck_published(settings: RunSettings, ledger: Ledger, *, channel: str | None = None) -> list[Publication]:
     """Asynchronous platforms can take an article down after success: mark such rows ``removed``; returns them.
 
     Asks once per run about each publication verified in the last
     ``[publish.wechat] recheck_days`` that has a publish task id. A platform
     that cannot answer now is asked again next run.
     """
-    days = cfg.publish.wechat.recheck_days
+    days = settings.publish.wechat.recheck_days
     if not days:
         return []
     query = (select(Publication).join(Run, Run.id == Publication.run_id)
@@ -208,8 +211,8 @@ def recheck_published(cfg: Config, ledger: Ledger, *, channel: str | None = None
     for row in rows:
         try:
             if row.target not in publishers:
-                publishers[row.target] = get_publisher(cfg, row.target)
-                publishers[row.target].budget = budget_for(cfg.publish)
+                publishers[row.target] = get_publisher(settings.publish, settings.base_dir, row.target)
+                publishers[row.target].budget = budget_for(settings.publish)
                 publishers[row.target].ledger = ledger
             publisher = publishers[row.target]
             if not hasattr(publisher, "recheck"):
@@ -253,18 +256,19 @@ def unregistered(ledger: Ledger, channel: str | None = None) -> list[tuple[Publi
         return list(s.exec(query).all())
 
 
-def _number_publication(cfg: Config, ledger: Ledger, pub_id: int, by_run: str) -> tuple[Reconciled, int] | None:
+def _number_publication(settings: RunSettings, ledger: Ledger, pub_id: int,
+                        by_run: str) -> tuple[Reconciled, int] | None:
     """Register one publication with its execution record, in one transaction; None if it was done meanwhile."""
     from .numbers import assign, registration_day
 
-    day = registration_day(cfg.registration)
+    day = registration_day(settings.registration)
     with ledger.write() as s:
         pub = s.get(Publication, pub_id)
         run = s.get(Run, pub.run_id)
         taken = s.exec(select(Registration).where(Registration.publication_id == pub_id)).first()
         if taken is not None or pub.status != PublicationStatus.VERIFIED:
             return None
-        reg = assign(s, cfg.registration, pub, day)
+        reg = assign(s, settings.registration, pub, day)
         result = {"registration_no": reg.registration_no, "publication_id": pub.id, "url": pub.url,
                   "reconciled_by": by_run, "run_status": run.status, "alerted": False}
         now = utcnow()
@@ -311,17 +315,17 @@ def reconciliations(ledger: Ledger, channel: str | None = None, since: datetime 
     return out
 
 
-def reconcile(cfg: Config, ledger: Ledger, alerter: Alerter, *, channel: str, run_id: str | None = None,
+def reconcile(settings: RunSettings, ledger: Ledger, alerter: Alerter, *, channel: str, run_id: str | None = None,
               older_than_min: float | None = None) -> list[Reconciled]:
     """Settle pending publications, then register what unfinished runs of ``channel`` published. Returns what it registered.
 
     Raises ConfigError when the platform refuses the credentials during recovery: the operator must hear it.
     """
 
-    recover_pending(cfg, ledger, channel=channel, older_than_min=older_than_min,
+    recover_pending(settings, ledger, channel=channel, older_than_min=older_than_min,
                     on_unknown=lambda pub, detail: alerter.alert(channel, pub.run_id, "publication outcome unknown", detail))
     # An article the platform took down after success is no longer published: say so loudly.
-    for pub in recheck_published(cfg, ledger, channel=channel):
+    for pub in recheck_published(settings, ledger, channel=channel):
         log.error("publication %s (%s) was removed from %s: %s", pub.id, pub.url, pub.target, pub.verification)
         alerter.alert(channel, pub.run_id, "removed", f"publication {pub.id} ({pub.url}) on {pub.target}: "
                                                       f"{pub.verification}")
@@ -332,7 +336,7 @@ def reconcile(cfg: Config, ledger: Ledger, alerter: Alerter, *, channel: str, ru
             _alert_and_mark(ledger, alerter, channel, row["reconciled_by"], row["execution_id"], done)
     registered = []
     for pub, _run in unregistered(ledger, channel):
-        made = _number_publication(cfg, ledger, pub.id, run_id or "reconciliation")
+        made = _number_publication(settings, ledger, pub.id, run_id or "reconciliation")
         if made is None:
             continue
         done, execution_id = made

@@ -60,8 +60,8 @@ def preflight(cfg: Config, prompts: Prompts, validated: bool = False) -> ClaimRu
     """
     if not validated:
         validate.upfront(cfg)
-    rules = catalog.claim_rules(cfg)
-    get_publisher(cfg)
+    rules = catalog.claim_rules(cfg.publish, cfg.claims, cfg.registration)
+    get_publisher(cfg.publish, cfg.base_dir)
     ChatModel(cfg.llm)._api_key()
     if is_local(cfg.llm.model):
         from ..model.local.provider import prepare
@@ -86,7 +86,7 @@ def run_once(cfg: Config, observer: RunObserver | None = None, llm: ChatModel | 
     """
     if lock_held:
         return _locked_run(cfg, observer, llm, ledger, prompts, dry_run, tick, validated)
-    with channel_lock(cfg, cfg.channel.name):
+    with channel_lock(cfg.ledger_url, cfg.state_dir, cfg.channel.name):
         return _locked_run(cfg, observer, llm, ledger, prompts, dry_run, tick, validated)
 
 
@@ -96,15 +96,16 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
     from ..publishing.settle import reconcile
 
     channel = cfg.channel.name
-    redact.from_config(cfg)  # before anything can be stored, printed, alerted or logged
+    redact.remember(cfg.secrets())  # before anything can be stored, printed, alerted or logged
     prompts = prompts or Prompts()
     rules = preflight(cfg, prompts, validated)
     tracing.configure(cfg.traces)
     own_ledger = ledger is None
-    ledger = ledger or Ledger.of(cfg)
+    ledger = ledger or Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     if ledger.sqlite_path is not None:
         disk.reserve(ledger.sqlite_path)
     alerter = Alerter(cfg.alerts)
+    settings = cfg.run_settings()  # what the steps read: not the model, the schedule or the engine
     # We hold this channel's lock, so a run of it still marked "running" died without a word
     # (kill -9, power loss). Say so; the run below first settles what it may have left. (On
     # PostgreSQL the lock lives on the ledger's server, so it proves the same for runs started on
@@ -113,7 +114,7 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
         alerter.alert(channel, run_id, "crashed", "the run's process died before it recorded an outcome")
     if tick is not None:
         # A tick ends on business state: an earlier attempt that published is settled, not run again.
-        settle_before_run(cfg, ledger, alerter, channel, tick)
+        settle_before_run(settings, ledger, alerter, channel, tick)
     llm = llm or ChatModel(cfg.llm, data_dir=cfg.state_dir)
     scoring.configure(cfg.state_dir, cfg.path(cfg.humanize.scoring_model) if cfg.humanize.scoring_model else None)
     tools = catalog.toolbox()
@@ -129,7 +130,7 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
             alerter.alert(channel, run.id, "tick re-claimed", f"the {tick.isoformat()} tick, attempt {claim.attempts}: "
                                                               "the run before died without publishing; running it again")
     alerter.started(run.id, channel, cfg.llm.model)
-    ctx = RunContext(run.id, cfg, ledger, llm, prompts, dry_run=dry_run)
+    ctx = RunContext(run.id, settings, ledger, llm, prompts, dry_run=dry_run)
     guard = Guard(ledger, rules, cfg.agent.done_when, prompts, cfg.agent.language, tools.names, cfg.humanize.pass_mark(cfg.draft.language))
     observer = observer or RunObserver()
     observer.started(run.id, cfg.llm.model, channel)
@@ -146,7 +147,7 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
             # crash-restart never publishes twice) and register what crashed or interrupted runs
             # published but never registered. Wrong credentials end the run here: exit 2.
             with tracing.current(span):
-                reconcile(cfg, ledger, alerter, channel=channel, run_id=run.id, older_than_min=0)
+                reconcile(settings, ledger, alerter, channel=channel, run_id=run.id, older_than_min=0)
             if shutdown.requested():
                 raise RunInterrupted("stop requested before the run began")
             with tracing.current(span):
@@ -173,7 +174,7 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
         say = log.warning if status.operator_asked else log.error
         say("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, status, code, error, run.id)
     alerter.finished(channel, run.id, status, int(code), error)
-    export_after_run(cfg)
+    export_after_run(cfg.metrics, cfg.ledger_url, cfg.base_dir, cfg.alerts.timeout_s)
     if own_ledger:
         try:
             ledger.close()

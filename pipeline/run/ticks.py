@@ -26,7 +26,7 @@ from datetime import datetime
 
 from sqlmodel import select
 
-from ..config import Config
+from ..config import RunSettings
 from ..errors import TickAlreadyRun
 from ..ledger.models import Execution, Publication, Registration, Report
 from ..ledger.utc import utcnow
@@ -43,7 +43,7 @@ MAY_BE_LIVE = ("verified", "submitted", "unverified", "unknown")
 CALL_PREFIX = "settle:"
 
 
-def settle_before_run(cfg: Config, ledger: Ledger, alerter: Alerter, channel: str, tick: datetime) -> None:
+def settle_before_run(settings: RunSettings, ledger: Ledger, alerter: Alerter, channel: str, tick: datetime) -> None:
     """Settle what earlier deliveries of ``tick`` did; raises TickAlreadyRun when nothing is left to run.
 
     Call holding the channel's lock, after ``Ledger.mark_crashed``.
@@ -58,7 +58,7 @@ def settle_before_run(cfg: Config, ledger: Ledger, alerter: Alerter, channel: st
         raise TickAlreadyRun(f"skipped: the {tick.isoformat()} tick of channel {channel} already ran ({row.run_id})")
     # Claimed by a dead run: what it left pending is asked about, what it published is registered.
     assert row.id is not None
-    reconcile(cfg, ledger, alerter, channel=channel, run_id=None, older_than_min=0)
+    reconcile(settings, ledger, alerter, channel=channel, run_id=None, older_than_min=0)
     runs = ledger.runs_of_tick(row.id)
     with ledger.read() as s:
         pubs = s.exec(select(Publication).where(Publication.run_id.in_(runs),  # type: ignore[attr-defined]
@@ -70,7 +70,7 @@ def settle_before_run(cfg: Config, ledger: Ledger, alerter: Alerter, channel: st
     with ledger.read() as s:
         reg = s.exec(select(Registration).where(Registration.publication_id == pub.id)).first()
     if pub.status == PublicationStatus.VERIFIED:
-        _report(cfg, ledger, pub.run_id, tick)
+        _report(settings, ledger, pub.run_id, tick)
     outcome = (f"run {pub.run_id} published {pub.url or '(no URL yet)'} (publication {pub.id}, {pub.status}"
                f"{', registered as ' + reg.registration_no if reg else ''}); its process died; not run again")
     ledger.settle_tick(row.id, pub.run_id, outcome)
@@ -78,7 +78,7 @@ def settle_before_run(cfg: Config, ledger: Ledger, alerter: Alerter, channel: st
     raise TickAlreadyRun(f"settled: the {tick.isoformat()} tick of channel {channel}: {outcome}")
 
 
-def _report(cfg: Config, ledger: Ledger, run_id: str, tick: datetime) -> None:
+def _report(settings: RunSettings, ledger: Ledger, run_id: str, tick: datetime) -> None:
     """The report the dead run did not write, with a ``report`` execution under that run (as reconcile registers)."""
     from ..views.reports import deliver, render_run, run_summary
 
@@ -94,7 +94,7 @@ def _report(cfg: Config, ledger: Ledger, run_id: str, tick: datetime) -> None:
         s.add(Execution(run_id=run_id, call_id=f"{CALL_PREFIX}{tick.isoformat()}", capability="report",
                         arguments_json="{}", ok=True, started_at=now, finished_at=now,
                         result_json=json.dumps({"report_id": report.id, "settled": True})))
-    deliver(cfg, f"run-{run_id}", body)
+    deliver(settings.report, settings.base_dir, f"run-{run_id}", body)
 
 
 class LeaseKeeper:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import PublishConfig
 
 CATEGORY = "ai-generated"  # the feed category and the tag: one name everywhere
 
@@ -36,9 +36,9 @@ class Disclosure:
     producer: str
 
     @classmethod
-    def of(cls, cfg: Config) -> Disclosure | None:
+    def of(cls, publish: PublishConfig) -> Disclosure | None:
         """The configured disclosure, or None when ``[publish.disclosure] enabled`` is false."""
-        d = cfg.publish.disclosure
+        d = publish.disclosure
         return cls(d.en, d.zh, d.producer) if d.enabled else None
 
     def text(self, language: str) -> str:

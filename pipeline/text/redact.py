@@ -9,16 +9,16 @@ text *leaves* the process's memory rather than where it is produced:
 * terminal output and alerts: ``shown()`` / ``scrub()`` at the print and post;
 * tool results sent back to the model (which could otherwise write them into an article).
 
-The secrets are the *values* the config points at: the variables named by
-``api_key_env``, ``password_env``, ``admin_key_env``, ``secret_env`` and
-``webhook_url_env``, the configured webhook and ping URLs themselves, and the
-token-like parts of those URLs (query values, long path segments, passwords).
+The secrets are the *values* the config points at (``Config.secrets`` says which):
+the variables named by ``api_key_env``, ``password_env``, ``admin_key_env``,
+``secret_env`` and ``webhook_url_env``, the configured webhook and ping URLs
+themselves, and the token-like parts of those URLs (query values, long path
+segments, passwords); ``remember`` takes them.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 from .untrusted import visible
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import Secrets
 
 MARK = "«redacted»"
 # Shorter values would match ordinary text everywhere ("a", "1234"); no real secret is this short.
@@ -91,34 +91,14 @@ def _url_parts(url: str) -> list[str]:
     return parts
 
 
-def from_config(cfg: Config, environ: dict[str, str] | None = None) -> None:
-    """Register every secret ``cfg`` names (and its channels' overrides)."""
-    env = os.environ if environ is None else environ
-
-    def var(name: str) -> str | None:
-        return env.get(name) if name else None
-
-    values: list[str | None] = [var(cfg.llm.api_key_env)]
-    pub = cfg.publish
-    values.append(var(pub.wordpress.password_env))
-    ghost = var(pub.ghost.admin_key_env)
-    values += [ghost, ghost.split(":", 1)[-1] if ghost and ":" in ghost else None]
-    values.append(var(pub.webhook.secret_env))
-    for url in (cfg.alerts.webhook_url, var(cfg.alerts.webhook_url_env), cfg.alerts.ping_url,
-                cfg.report.webhook_url, var(cfg.report.webhook_url_env)):
-        values += _url_parts(url or "")
-    # Only the token-like parts of URLs that are otherwise shown (the webhook target, the API base).
-    engine = getattr(cfg, "engine", None)  # the Celery broker URL may carry a password
-    brokers = (engine.broker_url, var(engine.broker_url_env) or "") if engine is not None else ()
-    for url in (pub.webhook.url, cfg.llm.api_base or "", *brokers):
+def remember(secrets: Secrets) -> None:
+    """Treat the secrets a config names (``Config.secrets``) as secrets from now on."""
+    values: list[str | None] = list(secrets.values)
+    for url in secrets.urls:
+        values += _url_parts(url)
+    for url in secrets.shown_urls:  # only the token-like parts of URLs that are otherwise shown
         values += _url_parts(url)[1:]
     add(*values)
-    for chan in cfg.channels:
-        if chan.publish and cfg._channel is None:
-            try:
-                from_config(cfg.for_channel(chan.name), environ)
-            except Exception:  # a bad channel table is reported by config validation, not here
-                pass
 
 
 class LogFilter(logging.Filter):

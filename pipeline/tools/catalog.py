@@ -20,7 +20,7 @@ from ..ledger import facts
 PLUGINS = "pipeline.capabilities"
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import PublishConfig, RegisterConfig
     from .claims import ClaimRules, Lexicon
     from .toolbox import Capability, Toolbox
 
@@ -75,16 +75,16 @@ def lexicons() -> Mapping[str, Lexicon]:
     return {c.name: c.lexicon for c in capabilities()}
 
 
-def claim_rules(cfg: Config) -> ClaimRules:
+def claim_rules(publish: PublishConfig, claims: Mapping[str, list[str]], registration: RegisterConfig) -> ClaimRules:
     """The claim rules of a deployment: the capabilities' lexicons, ``[claims]`` extras, its registration prefix and hosts."""
     from ..errors import ConfigError
     from .claims import ClaimRules
 
-    hosts = list(cfg.publish.allowed_domains)
-    base_host = urlsplit(cfg.publish.local.base_url).hostname
+    hosts = list(publish.allowed_domains)
+    base_host = urlsplit(publish.local.base_url).hostname
     if base_host:
         hosts.append(base_host)
     try:
-        return ClaimRules(lexicons(), cfg.claims, cfg.registration.prefix, hosts)
+        return ClaimRules(lexicons(), claims, registration.prefix, hosts)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

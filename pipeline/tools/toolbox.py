@@ -32,7 +32,7 @@ from ..runtime.tracing import traced_tool
 from .claims import Lexicon
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..config import RunSettings
     from ..ledger.writer import Ledger
     from ..model.llm import ChatModel
     from .prompts import Prompts
@@ -42,10 +42,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RunContext:
-    """What a capability may use: this run's id, config, ledger, model and prompts."""
+    """What a capability may use: this run's id, settings, ledger, model and prompts."""
 
     run_id: str
-    cfg: Config
+    # What the steps read of the config (``Config.run_settings``), not the whole run config.
+    settings: RunSettings
     ledger: Ledger
     llm: ChatModel
     prompts: Prompts

@@ -31,11 +31,12 @@ from ..ledger.utc import aware
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics_core import Metric
 
-    from ..config import Config
+    from ..config import MetricsConfig
 
 log = logging.getLogger(__name__)
 
@@ -197,22 +198,26 @@ def serve(listen: str, url: str) -> Any:
     return server
 
 
-def export_after_run(cfg: Config) -> None:
-    """For cron: the ledger's metrics to the textfile collector and/or a Pushgateway. Never fails a run."""
-    m = cfg.metrics
+def export_after_run(m: MetricsConfig, ledger_url: str, base_dir: Path, timeout_s: float) -> None:
+    """For cron: the ledger's metrics to the textfile collector and/or a Pushgateway. Never fails a run.
+
+    ``base_dir``: where a relative ``textfile`` resolves; ``timeout_s``: the Pushgateway's (``[alerts] timeout_s``).
+    """
     if not (m.textfile or m.pushgateway_url):
         return
+    from ..config import resolve
+
     try:
-        registry = registry_for(cfg.ledger_url)
+        registry = registry_for(ledger_url)
         if m.textfile:
             from prometheus_client import write_to_textfile
 
-            path = cfg.path(m.textfile)
+            path = resolve(base_dir, m.textfile)
             path.parent.mkdir(parents=True, exist_ok=True)
             write_to_textfile(str(path), registry)  # written to a temporary file, then renamed
         if m.pushgateway_url:
             from prometheus_client import push_to_gateway
 
-            push_to_gateway(m.pushgateway_url, job="pipeline", registry=registry, timeout=cfg.alerts.timeout_s)
+            push_to_gateway(m.pushgateway_url, job="pipeline", registry=registry, timeout=timeout_s)
     except Exception as exc:  # metrics are an observer: the run's outcome stands
         log.warning("metrics export failed: %s: %s", type(exc).__name__, exc)

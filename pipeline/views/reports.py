@@ -23,7 +23,9 @@ from ..states import UNFINISHED
 from ..text.files import atomic_write
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from pathlib import Path
+
+    from ..config import ReportConfig
 
 # As in pipeline.publishing.settle (a test keeps them equal): the call id of the register executions reconciliation
 # records. Not imported from there: it needs SQLAlchemy.
@@ -272,18 +274,23 @@ def render_daily(summary: DailySummary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def deliver(cfg: Config, name: str, markdown: str, send: bool = True) -> list[str]:
-    """Write the Markdown file and post to the chat webhook, as configured. Returns where it went."""
+def deliver(report: ReportConfig, base_dir: Path, name: str, markdown: str, send: bool = True) -> list[str]:
+    """Write the Markdown file and post to the chat webhook, as ``[report]`` says. Returns where it went.
+
+    ``base_dir``: where a relative ``markdown_dir`` resolves (the config file's directory).
+    """
+    from ..config import resolve
+
     sent = []
-    if cfg.report.markdown_dir:
-        path = cfg.path(cfg.report.markdown_dir) / f"{name}.md"
+    if report.markdown_dir:
+        path = resolve(base_dir, report.markdown_dir) / f"{name}.md"
         atomic_write(path, markdown)
         sent.append(str(path))
-    url = cfg.report.webhook_url or (os.environ.get(cfg.report.webhook_url_env, "") if cfg.report.webhook_url_env else "")
+    url = report.webhook_url or (os.environ.get(report.webhook_url_env, "") if report.webhook_url_env else "")
     if send and url:
         from ..runtime.alerts import post_chat  # httpx: imported only when something is sent
 
-        if post_chat(url, cfg.report.format, markdown):
-            sent.append(f"webhook ({cfg.report.format})")
+        if post_chat(url, report.format, markdown):
+            sent.append(f"webhook ({report.format})")
     return sent
 

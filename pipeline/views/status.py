@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..states import ReviewStatus
 from .reports import (
@@ -21,6 +21,9 @@ from .reports import (
     reconciled_registrations,
     unregistered_publications,
 )
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 # A last run in one of these states is a decision or work in progress, not a failure.
 NOT_FAILED = ("done", "running", "awaiting_review", "rejected", "dry_run")
@@ -61,18 +64,19 @@ class SchedulerState:
                 "pid": self.pid, "reason": self.reason}
 
 
-def scheduler_state(cfg: Any, db: Any, now: datetime) -> SchedulerState:
+def scheduler_state(cfg: Config, db: Any, now: datetime) -> SchedulerState:
     """The declared scheduler's state. One branch per kind, so another liveness proof (a lease) slots in."""
     kind = cfg.daemon.scheduler
     if kind == "daemon":
         return _daemon_liveness(cfg, db, now)
     if kind == "cron":
         began = cfg.daemon.cron_began()
+        assert began is not None  # DaemonConfig refuses scheduler = "cron" without cron_since
         return SchedulerState("cron", None, began, f"cron, installed {began.isoformat()} ([daemon] cron_since)")
     return SchedulerState("manual", None, None, 'no scheduler declared ([daemon] scheduler = "manual"): no tick is overdue')
 
 
-def _daemon_liveness(cfg: Any, db: Any, now: datetime) -> SchedulerState:
+def _daemon_liveness(cfg: Config, db: Any, now: datetime) -> SchedulerState:
     """``pipeline daemon`` writes a row when it starts, a heartbeat every heartbeat_s, and its stop."""
     from ..errors import LedgerError
 
@@ -253,7 +257,7 @@ def _pending_reviews(db: Any, channel: str) -> list[PendingReview]:
     return [PendingReview(r.run_id, r.title, r.status, r.preview, r.requested_at) for r in reviews(db, channel)]
 
 
-def channel_status(cfg: Any, now: datetime | None = None, ledger: Any = None,
+def channel_status(cfg: Config, now: datetime | None = None, ledger: Any = None,
                    scheduler: list[SchedulerState] | None = None) -> list[ChannelStatus]:
     """Every channel of ``cfg``. ``ledger``: a Ledger or reader to use; by default the config's ledger is
     opened read-only (a missing SQLite file means nothing has run: no ledger is created).
@@ -283,7 +287,7 @@ def channel_status(cfg: Any, now: datetime | None = None, ledger: Any = None,
             opened.close()
 
 
-def _channel(cfg: Any, name: str, db: Any, now: datetime, sched: SchedulerState, make_trigger: Any, next_fire: Any,
+def _channel(cfg: Config, name: str, db: Any, now: datetime, sched: SchedulerState, make_trigger: Any, next_fire: Any,
              previous_fire: Any, zone_info: Any) -> ChannelStatus:
     chan = cfg.for_channel(name).channel
     trigger = make_trigger(chan.cron, chan.timezone)
@@ -335,7 +339,7 @@ def _channel(cfg: Any, name: str, db: Any, now: datetime, sched: SchedulerState,
     )
 
 
-def daemon_state(cfg: Any) -> DaemonState:
+def daemon_state(cfg: Config) -> DaemonState:
     """Is a daemon serving this config's state dir on this host? It holds ``daemon.lock`` while it lives.
 
     (With a PostgreSQL ledger the lead is an advisory lock on the server; this sees this host only.)

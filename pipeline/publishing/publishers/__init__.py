@@ -5,7 +5,8 @@ verification and ledger rows are the ``publish`` capability's job, so every
 target gets them the same way.
 
 Publishers are plugins: ``[publish] target`` names an entry point in the
-``pipeline.publishers`` group whose object is a factory ``(cfg) -> Publisher``.
+``pipeline.publishers`` group whose object is a factory ``(publish, base_dir) -> Publisher``: the ``[publish]``
+section and the directory its relative paths resolve against (the config file's).
 The built-in targets are also listed in ``BUILTIN`` so they resolve even when
 the installed package metadata predates them (an editable install that was
 not reinstalled after pyproject.toml changed).
@@ -22,9 +23,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Protocol
 
-from ...config import Config
+from ...config import PublishConfig
 from ...errors import CapabilityError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -98,7 +100,7 @@ def known_targets() -> list[str]:
     return sorted(names)
 
 
-def _factory(target: str) -> Callable[[Config], Publisher]:
+def _factory(target: str) -> Callable[[PublishConfig, Path], Publisher]:
     try:
         found = list(metadata.entry_points(group=GROUP, name=target))
     except Exception as exc:
@@ -110,12 +112,15 @@ def _factory(target: str) -> Callable[[Config], Publisher]:
     if spec is None:
         raise ConfigError(f"[publish] target: unknown publisher {target!r} (known: {', '.join(known_targets())})")
     try:
-        factory: Callable[[Config], Publisher] = metadata.EntryPoint(name=target, value=spec, group=GROUP).load()
+        factory: Callable[[PublishConfig, Path], Publisher] = metadata.EntryPoint(name=target, value=spec, group=GROUP).load()
         return factory
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"[publish] target: publisher {target!r} ({spec}) cannot be loaded: {exc}") from None
 
 
-def get_publisher(cfg: Config, target: str | None = None) -> Publisher:
-    """The publisher for ``target`` (default ``[publish] target``); ConfigError if unknown or misconfigured."""
-    return _factory(target or cfg.publish.target)(cfg)
+def get_publisher(publish: PublishConfig, base_dir: Path, target: str | None = None) -> Publisher:
+    """The publisher for ``target`` (default ``[publish] target``); ConfigError if unknown or misconfigured.
+
+    ``base_dir``: where the section's relative paths resolve (the config file's directory).
+    """
+    return _factory(target or publish.target)(publish, base_dir)

@@ -28,11 +28,12 @@ import json
 import os
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ...config import Config
+from ...config import PublishConfig
 from ...errors import CapabilityError, ConfigError
 from ...text.disclosure import CATEGORY, Disclosure
 from . import Published
@@ -114,12 +115,12 @@ class GhostPublisher(RemotePublisher):
                          remote_id=str(post.get("id")))
 
 
-def from_config(cfg: Config, environ: dict[str, str] | None = None) -> GhostPublisher:
+def from_config(publish: PublishConfig, base_dir: Path, environ: dict[str, str] | None = None) -> GhostPublisher:
     """Entry point ``ghost`` of the ``pipeline.publishers`` group."""
-    gh = cfg.publish.ghost
+    gh = publish.ghost
     url = setting_url("ghost", gh.url)
     key = secret_from_env("ghost", "admin_key_env", gh.admin_key_env, dict(os.environ if environ is None else environ))
-    publisher = GhostPublisher(url, key, gh.status, timeout_s=cfg.publish.timeout_s,
-                               retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
-    publisher.disclosure = Disclosure.of(cfg)
+    publisher = GhostPublisher(url, key, gh.status, timeout_s=publish.timeout_s,
+                               retries=publish.retries, backoff_s=publish.backoff_s)
+    publisher.disclosure = Disclosure.of(publish)
     return publisher

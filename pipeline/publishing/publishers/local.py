@@ -45,7 +45,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...config import Config
+from ...config import PublishConfig, resolve
 from ...score.scores import detect_language
 from ...text.content import to_html
 from ...text.disclosure import CATEGORY, Disclosure
@@ -277,11 +277,11 @@ class LocalSitePublisher:
         return atom
 
 
-def from_config(cfg: Config) -> LocalSitePublisher:
+def from_config(publish: PublishConfig, base_dir: Path) -> LocalSitePublisher:
     """Entry point ``local`` of the ``pipeline.publishers`` group."""
-    local = cfg.publish.local
-    return LocalSitePublisher(cfg.path(local.dir), local.base_url, title=local.title, author=local.author,
-                              disclosure=Disclosure.of(cfg))
+    local = publish.local
+    return LocalSitePublisher(resolve(base_dir, local.dir), local.base_url, title=local.title, author=local.author,
+                              disclosure=Disclosure.of(publish))
 
 
 # --- serving ---------------------------------------------------------------------

@@ -23,12 +23,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from ...config import Config
+from ...config import PublishConfig
 from ...errors import CapabilityError
 from ...text.disclosure import Disclosure
 from . import LookupUnsupported, Published
@@ -100,14 +101,14 @@ class WebhookPublisher(RemotePublisher):
                          remote_id=None if data.get("id") is None else str(data["id"]))
 
 
-def from_config(cfg: Config, environ: dict[str, str] | None = None) -> WebhookPublisher:
+def from_config(publish: PublishConfig, base_dir: Path, environ: dict[str, str] | None = None) -> WebhookPublisher:
     """Entry point ``webhook`` of the ``pipeline.publishers`` group."""
-    wh = cfg.publish.webhook
+    wh = publish.webhook
     url = setting_url("webhook", wh.url)
     secret = None
     if wh.secret_env:
         secret = secret_from_env("webhook", "secret_env", wh.secret_env, dict(os.environ if environ is None else environ))
-    publisher = WebhookPublisher(url, secret, timeout_s=cfg.publish.timeout_s,
-                                 retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
-    publisher.disclosure = Disclosure.of(cfg)
+    publisher = WebhookPublisher(url, secret, timeout_s=publish.timeout_s,
+                                 retries=publish.retries, backoff_s=publish.backoff_s)
+    publisher.disclosure = Disclosure.of(publish)
     return publisher

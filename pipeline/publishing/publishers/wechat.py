@@ -70,13 +70,14 @@ import zlib
 from collections.abc import Callable
 from datetime import timedelta
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
 from sqlmodel import select
 
-from ...config import Config
+from ...config import PublishConfig, resolve
 from ...errors import CapabilityError, ConfigError, PlatformUnavailableError
 from ...ledger.models import Article, PlatformToken, Publication
 from ...ledger.utc import aware, utcnow
@@ -310,17 +311,16 @@ class WeChatPublisher:
     # The capability drives ``advance`` instead of ``publish``: the outcome arrives later.
     asynchronous = True
 
-    def __init__(self, cfg: Config, *, appid: str, secret: str, api_base: str) -> None:
-        self.cfg = cfg
-        self.wc = cfg.publish.wechat
-        self.disclosure = Disclosure.of(cfg)
+    def __init__(self, publish: PublishConfig, base_dir: Path, *, appid: str, secret: str, api_base: str) -> None:
+        self.wc = publish.wechat
+        self.disclosure = Disclosure.of(publish)
         self.appid = appid
         self.secret = secret
         self.api_base = api_base
-        self.timeout_s = cfg.publish.timeout_s
-        self.retries = cfg.publish.retries
-        self.backoff_s = cfg.publish.backoff_s
-        self.base_dir = cfg.base_dir
+        self.timeout_s = publish.timeout_s
+        self.retries = publish.retries
+        self.backoff_s = publish.backoff_s
+        self.base_dir = base_dir
         self.budget: AttemptBudget | None = None
         self.ledger: Ledger | None = None  # set by the caller: the token cache and the row's steps live there
         self._tokens: TokenStore | None = None
@@ -448,7 +448,7 @@ class WeChatPublisher:
 
     def upload_cover(self, seed: str) -> str:
         if self.wc.cover_image:
-            path = self.cfg.path(self.wc.cover_image)
+            path = resolve(self.base_dir, self.wc.cover_image)
             try:
                 data = path.read_bytes()
             except OSError as exc:
@@ -463,7 +463,7 @@ class WeChatPublisher:
         """A body image re-hosted on the platform (media/uploadimg), or None when it is not a local file."""
         if not src or urlsplit(src).scheme in ("http", "https", "data"):
             return src if _platform_hosted(src) else None
-        path = self.cfg.path(src)
+        path = resolve(self.base_dir, src)
         try:
             data = path.read_bytes()
         except OSError:
@@ -636,18 +636,18 @@ class WeChatPublisher:
         return None
 
 
-def from_config(cfg: Config) -> WeChatPublisher:
+def from_config(publish: PublishConfig, base_dir: Path) -> WeChatPublisher:
     """Entry point ``wechat`` of the ``pipeline.publishers`` group."""
     import os
 
-    wc = cfg.publish.wechat
+    wc = publish.wechat
     if not re.fullmatch(r"wx[0-9a-f]{16}", wc.appid or ""):
         raise ConfigError(f"[publish.wechat] appid: {wc.appid!r} is not an appid (wx followed by 16 hex digits; "
                           "公众号 → 设置与开发 → 基本配置)")
     secret = secret_from_env("wechat", "secret_env", wc.secret_env, dict(os.environ))
     api_base = setting_url("wechat", wc.api_base)
-    if wc.cover_image and not cfg.path(wc.cover_image).is_file():
-        raise ConfigError(f"[publish.wechat] cover_image: {cfg.path(wc.cover_image)} is not a file")
-    return WeChatPublisher(cfg, appid=wc.appid, secret=secret, api_base=api_base)
+    if wc.cover_image and not resolve(base_dir, wc.cover_image).is_file():
+        raise ConfigError(f"[publish.wechat] cover_image: {resolve(base_dir, wc.cover_image)} is not a file")
+    return WeChatPublisher(publish, base_dir, appid=wc.appid, secret=secret, api_base=api_base)
 
 

@@ -43,11 +43,12 @@ import html
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ...config import Config
+from ...config import PublishConfig
 from ...errors import CapabilityError, ConfigError
 from ...text.disclosure import Disclosure
 from . import Published
@@ -169,15 +170,15 @@ class WordPressPublisher(RemotePublisher):
                          remote_id=str(post.get("id")))
 
 
-def from_config(cfg: Config, environ: dict[str, str] | None = None) -> WordPressPublisher:
+def from_config(publish: PublishConfig, base_dir: Path, environ: dict[str, str] | None = None) -> WordPressPublisher:
     """Entry point ``wordpress`` of the ``pipeline.publishers`` group."""
-    wp = cfg.publish.wordpress
+    wp = publish.wordpress
     url = setting_url("wordpress", wp.url)
     if not wp.username:
         raise ConfigError("[publish.wordpress] username: not set")
     password = secret_from_env("wordpress", "password_env", wp.password_env, dict(os.environ if environ is None else environ))
     publisher = WordPressPublisher(url, wp.username, password, wp.status, password_env=wp.password_env,
-                                   timeout_s=cfg.publish.timeout_s,
-                                   retries=cfg.publish.retries, backoff_s=cfg.publish.backoff_s)
-    publisher.disclosure = Disclosure.of(cfg)
+                                   timeout_s=publish.timeout_s,
+                                   retries=publish.retries, backoff_s=publish.backoff_s)
+    publisher.disclosure = Disclosure.of(publish)
     return publisher
