@@ -4,7 +4,7 @@
 
 Per language and per source: AUC (human vs machine), TPR at 5 % FPR (machine passages flagged when
 at most 5 % of human ones are), and the pass rates of human and machine text at the shipped threshold;
-the same for the score before issue 21 (pipeline/score/stylometric.py, at the threshold 50 the shipped config used) on the same passages.
+the same for the score before issue 21 (pipeline/score/_stylometric.py, at the threshold 50 the shipped config used) on the same passages.
 Then each test paragraph scored alone, by length: where a per-paragraph number means something. Features come
 from bench/results/score_features.jsonl (bench/score_corpus.py), scored by the shipped calibration.
 """
@@ -18,7 +18,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pipeline.score import scoring, stylometric  # noqa: E402
+from pipeline.score import _stylometric as stylometric  # noqa: E402
+from pipeline.score import scoring  # noqa: E402
 
 from score_eval import (  # noqa: E402
     auc,

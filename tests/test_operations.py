@@ -220,12 +220,12 @@ def test_status_exit_codes_are_the_documented_ones():
 
 
 def test_long_lived_workers_checkpoint_their_ledgers(tmp_path):
-    """Finding 2, workers: resident.checkpoint_all (after each Celery run and at worker shutdown) folds the WAL back."""
-    from pipeline.ops import resident
+    """Finding 2, workers: _resident.checkpoint_all (after each Celery run and at worker shutdown) folds the WAL back."""
+    from pipeline.ops import _resident
 
     cfg = config_mod.load(write_config(tmp_path, OFFLINE_API_BASE, "honest"), environ={})
-    ledger = resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    ledger = _resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     ledger.finish_run(ledger.start_run("m").id, "done", 0)
     assert (tmp_path / "ledger.db-wal").stat().st_size > 0
-    resident.checkpoint_all()
+    _resident.checkpoint_all()
     assert (tmp_path / "ledger.db-wal").stat().st_size == 0

@@ -70,10 +70,10 @@ def make_app(cfg: Config) -> Celery:
     busy_retries = max(1, int(cfg.agent.run_deadline_s // busy_every) + 1)
     from celery.signals import worker_process_shutdown
 
-    from . import resident
+    from . import _resident
 
     # A worker process stopping cleanly leaves a SQLite ledger's file complete (no WAL left to fold back).
-    worker_process_shutdown.connect(lambda **_: resident.checkpoint_all(), weak=False)
+    worker_process_shutdown.connect(lambda **_: _resident.checkpoint_all(), weak=False)
 
     @app.task(name=TASK, bind=True, max_retries=max_retries)
     def run_tick(self: Any, channel: str, scheduled_for: str) -> dict[str, Any]:
@@ -114,12 +114,12 @@ def send_tick(app: Any, cfg: Config, channel: str, scheduled_for: datetime) -> N
 def execute_tick(channel: str, tick: datetime) -> dict[str, Any]:
     """In a worker process: run ``channel`` for ``tick`` with this process's model and ledger."""
     from ..run.runner import run_once
-    from . import resident
+    from . import _resident
 
     cfg = config_mod.load(os.environ[CONFIG_ENV]).for_channel(channel)
-    ledger = resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    ledger = _resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
     try:
-        outcome = run_once(cfg, llm=resident.model_for(cfg.llm, cfg.state_dir), ledger=ledger, tick=tick)
+        outcome = run_once(cfg, llm=_resident.model_for(cfg.llm, cfg.state_dir), ledger=ledger, tick=tick)
     except TickAlreadyRun as exc:
         tick_log.info("tick %s@%s %s", channel, tick.isoformat(), exc)
         return {"channel": channel, "tick": tick.isoformat(), "skipped": str(exc), "exit_code": int(exc.exit_code)}
@@ -134,7 +134,7 @@ def execute_tick(channel: str, tick: datetime) -> dict[str, Any]:
         return {"channel": channel, "tick": tick.isoformat(), "error": str(exc), "exit_code": int(exc.exit_code)}
     tick_log.info("tick %s@%s finished: run %s %s (exit %d)", channel, tick.isoformat(), outcome.run_id, outcome.status,
                   outcome.exit_code)
-    resident.checkpoint_all()  # periodically: after each run, so the WAL never grows across a worker's life
+    _resident.checkpoint_all()  # periodically: after each run, so the WAL never grows across a worker's life
     return {"channel": channel, "tick": tick.isoformat(), "run_id": outcome.run_id, "status": outcome.status,
             "exit_code": outcome.exit_code}
 

@@ -47,7 +47,7 @@ from ..runtime import shutdown
 from ..runtime.alerts import Alerter
 from ..runtime.scheduling import make_trigger
 from ..states import RunStatus
-from . import resident
+from . import _resident
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -68,7 +68,7 @@ _active: set[str] = set()  # run ids in progress, for a forced exit
 
 def _ledger(cfg: Config) -> Ledger:
     """This process's ledger of ``cfg``, opened once and kept across runs."""
-    return resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
+    return _resident.ledger_for(cfg.ledger_url, cfg.ledger.busy_timeout_ms)
 
 
 def due_tick(cfg: Config, now: datetime | None = None) -> datetime | None:
@@ -104,7 +104,7 @@ def run_channel(config_path: str, channel: str, tick: str | None = None) -> int:
             _active.add(run_id)
 
     try:
-        outcome = run_once(cfg, observer=Track(), llm=resident.model_for(cfg.llm, cfg.state_dir), ledger=_ledger(cfg),
+        outcome = run_once(cfg, observer=Track(), llm=_resident.model_for(cfg.llm, cfg.state_dir), ledger=_ledger(cfg),
                            tick=when)
     except (ChannelLocked, TickAlreadyRun) as exc:
         log.warning("channel %s: %s", channel, exc)

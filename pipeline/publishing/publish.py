@@ -53,6 +53,7 @@ from ..ledger.writer import Ledger
 from ..states import PublicationStatus
 from ..text.content import slugify
 from ..tools.toolbox import RunContext
+from ._verify import check_url, host_allowed
 from .publishers import (
     LookupUnsupported,
     Published,
@@ -62,7 +63,6 @@ from .publishers import (
     same_content,
 )
 from .publishers.remote import AttemptBudget, RemotePublisher
-from .verify import check_url, host_allowed
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What a humanize score is, and the text units it is computed over: shared by every scorer.
 
-``pipeline.score.scoring`` (the calibrated token-probability scorer) and ``pipeline.score.stylometric`` (the
+``pipeline.score.scoring`` (the calibrated token-probability scorer) and ``pipeline.score._stylometric`` (the
 baseline the tests run on) both return these; neither imports the other's internals.
 """
 

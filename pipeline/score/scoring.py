@@ -296,7 +296,7 @@ def current() -> Scorer:
     if _scorer is not None and not isinstance(_scorer, ModelScorer):
         return _scorer  # injected with using() / set_scorer()
     if os.environ.get("PIPELINE_SCORER") == "stylometric":  # the test suite's subprocesses: no model load
-        from .stylometric import StylometricScorer
+        from ._stylometric import StylometricScorer
 
         return StylometricScorer()
     if _scorer is None:

@@ -52,9 +52,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ...states import Verdict
-from .layouts import normalise_layout
-from .lexicon import Lexicon
-from .numbers import scores_in
+from ._layouts import normalise_layout
+from ._lexicon import Lexicon
+from ._numbers import scores_in
 
 VERIFIED, UNBACKED, MISMATCH = Verdict.VERIFIED, Verdict.UNBACKED, Verdict.MISMATCH
 
