@@ -18,6 +18,7 @@ drops one can be rejected.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import asdict, dataclass
 
@@ -139,6 +140,20 @@ def sentence_key(sentence: str, language: str) -> str | None:
 SAME_SENTENCE = 0.9  # difflib ratio between two sentences' keys above which one says the other again
 
 
+@functools.lru_cache(maxsize=4096)
+def alike(a: str, b: str, threshold: float) -> bool:
+    """Whether difflib's ratio of ``a`` and ``b`` (no autojunk) reaches ``threshold``.
+
+    Its two cheap upper bounds rule most pairs out first: the lengths alone (``real_quick_ratio``, here without
+    building a matcher) and the characters in common (``quick_ratio``). Cached: an article is checked again after
+    every rewrite of one paragraph, so the same pairs of sentences and paragraphs come back."""
+    la, lb = len(a), len(b)
+    if la + lb and 2.0 * min(la, lb) / (la + lb) < threshold:
+        return False
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return sm.quick_ratio() >= threshold and sm.ratio() >= threshold
+
+
 class SaidBefore:
     """The sentences of an article so far, to tell when one is said again (word for word, or all but a word)."""
 
@@ -154,8 +169,7 @@ class SaidBefore:
         for earlier, where in self.keys:
             if earlier == key:
                 return where
-            sm = difflib.SequenceMatcher(None, earlier, key, autojunk=False)
-            if sm.real_quick_ratio() >= SAME_SENTENCE and sm.quick_ratio() >= SAME_SENTENCE and sm.ratio() >= SAME_SENTENCE:
+            if alike(earlier, key, SAME_SENTENCE):
                 return where
         return None
 
@@ -302,8 +316,7 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
         for b, nb in paras[i + 1:]:
             if min(len(a.text), len(b.text)) < 40:
                 continue
-            sm = difflib.SequenceMatcher(None, a.text, b.text, autojunk=False)
-            if sm.quick_ratio() >= NEAR_DUPLICATE and sm.ratio() >= NEAR_DUPLICATE:
+            if alike(a.text, b.text, NEAR_DUPLICATE):
                 out.append(Problem("near-duplicate", f"paragraphs {na} and {nb}", f"paragraph {nb} repeats paragraph {na} "
                                    f"('{_snippet(a.text, 50)}')", b.line))
     said = SaidBefore(language)
