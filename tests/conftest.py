@@ -9,9 +9,11 @@ modules live in ``support.py`` (on sys.path via pytest's ``pythonpath``).
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -24,6 +26,24 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
     os.environ.pop(proxy, None)
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+
+# Test ledgers live under tmp_path, and the ledger commits with synchronous=FULL: an fsync each, milliseconds on
+# a disk, nothing on tmpfs. Nothing a test writes has to outlive a power cut, so the temporary files go to
+# /dev/shm when it is a tmpfs with room (unless TMPDIR or --basetemp says where).
+def _tmpfs_tempdir() -> str | None:
+    try:
+        with open("/proc/mounts", encoding="utf-8") as fh:
+            mounted = any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in fh)
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    room = st.f_bavail * st.f_frsize > 1 << 30
+    return "/dev/shm" if mounted and room and os.access("/dev/shm", os.W_OK | os.X_OK) else None
+
+
+if "TMPDIR" not in os.environ and (_shm := _tmpfs_tempdir()):
+    tempfile.tempdir = _shm
 # The suite scores with the stylometric baseline (no model load, in this process and in every CLI
 # subprocess); tests/test_score_model.py is the tier that loads the real scoring model.
 os.environ["PIPELINE_SCORER"] = "stylometric"
@@ -73,6 +93,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.services)
         if LITELLM_FIXTURES & fixtures:
             item.add_marker(pytest.mark.litellm)
+
+
+def pytest_collection_finish(session):
+    # What is alive now (pipeline, SQLAlchemy, pydantic, the test modules and items) lives for the whole session:
+    # frozen out of the collector's sight, each full collection walks only what the tests made since.
+    gc.collect()
+    gc.freeze()
 
 
 # A test with one of these marks is outside the fast tier (make test-fast).

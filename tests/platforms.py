@@ -110,7 +110,8 @@ class Platform:
     def start(self) -> Platform:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        # A short poll: shutdown() waits up to one interval, and most tests stop a platform.
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -36,7 +36,7 @@ class StuckServer:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def start(self) -> StuckServer:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         return self
 
     def stop(self) -> None:

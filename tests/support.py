@@ -148,7 +148,7 @@ class Recorder:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         # A short poll: shutdown() waits up to one interval, and every test using a Recorder shuts it down.
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 

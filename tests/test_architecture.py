@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -30,7 +31,9 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports (built once per session; the tests only read it)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():

@@ -164,6 +164,7 @@ def test_provider_change_is_probed_again(tmp_path, fake_llm, monkeypatch):
     assert fake_llm.count("prose_until_schema") == asked + 2  # it changed: probed again (two requests)
 
 
+@pytest.mark.litellm  # its own FakeLLM (a key of its own), reached through litellm over HTTP
 def test_wrong_key_is_the_operators_to_fix(tmp_path, monkeypatch):
     from pipeline.model import probe
 
@@ -178,6 +179,7 @@ def test_wrong_key_is_the_operators_to_fix(tmp_path, monkeypatch):
         fake.stop()
 
 
+@pytest.mark.slow  # reads litellm's model map: importing litellm takes seconds
 def test_known_models_need_no_probe():
     from pipeline.model import probe
 

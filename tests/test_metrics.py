@@ -89,7 +89,7 @@ def test_cron_runs_write_the_textfile_and_push(harness):
             self.end_headers()
 
     gateway = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    threading.Thread(target=gateway.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()  # shutdown() waits a poll
     try:
         extra = (f'\n[metrics]\ntextfile = "textfile/pipeline.prom"\n'
                  f'pushgateway_url = "http://127.0.0.1:{gateway.server_address[1]}"\n')

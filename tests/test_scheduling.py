@@ -34,7 +34,8 @@ def _field(spec: str, lo: int, hi: int) -> set[int]:
 
 
 def crontab_next(expr: str, after: datetime) -> datetime:
-    """Brute force, minute by minute: the first time after ``after`` that crontab would fire."""
+    """Brute force, minute by minute (a day or an hour that cannot match is passed over whole): the first time
+    after ``after`` that crontab would fire."""
     minute, hour, dom, month, dow = expr.split()
     mins, hours, doms, months = _field(minute, 0, 59), _field(hour, 0, 23), _field(dom, 1, 31), _field(month, 1, 12)
     dows = {d % 7 for d in _field(dow, 0, 7)}  # 7 is Sunday too
@@ -43,9 +44,14 @@ def crontab_next(expr: str, after: datetime) -> datetime:
         day_ok_dom, day_ok_dow = t.day in doms, (t.isoweekday() % 7) in dows
         # crontab(5): if both day fields are restricted, either one matching is enough.
         day_ok = (day_ok_dom or day_ok_dow) if not (dom.startswith("*") or dow.startswith("*")) else (day_ok_dom and day_ok_dow)
-        if t.minute in mins and t.hour in hours and t.month in months and day_ok:
+        if not (t.month in months and day_ok):  # no minute of this day fires
+            t = t.replace(hour=0, minute=0) + timedelta(days=1)
+        elif t.hour not in hours:  # no minute of this hour fires
+            t = t.replace(minute=0) + timedelta(hours=1)
+        elif t.minute in mins:
             return t
-        t += timedelta(minutes=1)
+        else:
+            t += timedelta(minutes=1)
     raise AssertionError(f"no fire time for {expr}")
 
 

@@ -20,6 +20,7 @@ the weakest paragraph, and the commands to read, approve or reject it.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from dataclasses import asdict
 from string import Template
@@ -72,6 +73,7 @@ class BelowThreshold(AgentIncompleteError):
         super().__init__({"publish"}, reason)
 
 
+@functools.lru_cache(maxsize=1024)  # a rewrite is checked, then its similarity recorded: the same pair twice
 def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 

@@ -18,6 +18,7 @@ drops one can be rejected.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -140,12 +141,23 @@ def sentence_key(sentence: str, language: str) -> str | None:
 SAME_SENTENCE = 0.9  # difflib ratio between two sentences' keys above which one says the other again
 
 
-def near_duplicate(a: str, b: str) -> bool:
-    """Whether one paragraph repeats the other (difflib ratio ≥ NEAR_DUPLICATE; too short to tell: no)."""
-    if min(len(a), len(b)) < 40:
+@functools.lru_cache(maxsize=4096)
+def alike(a: str, b: str, threshold: float) -> bool:
+    """Whether difflib's ratio of ``a`` and ``b`` (no autojunk) reaches ``threshold``.
+
+    Its two cheap upper bounds rule most pairs out first: the lengths alone (``real_quick_ratio``, here without
+    building a matcher) and the characters in common (``quick_ratio``). Cached: an article is checked again after
+    every rewrite of one paragraph, so the same pairs of sentences and paragraphs come back."""
+    la, lb = len(a), len(b)
+    if la + lb and 2.0 * min(la, lb) / (la + lb) < threshold:
         return False
     sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    return sm.quick_ratio() >= NEAR_DUPLICATE and sm.ratio() >= NEAR_DUPLICATE
+    return sm.quick_ratio() >= threshold and sm.ratio() >= threshold
+
+
+def near_duplicate(a: str, b: str) -> bool:
+    """Whether one paragraph repeats the other (difflib ratio ≥ NEAR_DUPLICATE; too short to tell: no)."""
+    return min(len(a), len(b)) >= 40 and alike(a, b, NEAR_DUPLICATE)
 
 
 class SaidBefore:
@@ -163,8 +175,7 @@ class SaidBefore:
         for earlier, where in self.keys:
             if earlier == key:
                 return where
-            sm = difflib.SequenceMatcher(None, earlier, key, autojunk=False)
-            if sm.real_quick_ratio() >= SAME_SENTENCE and sm.quick_ratio() >= SAME_SENTENCE and sm.ratio() >= SAME_SENTENCE:
+            if alike(earlier, key, SAME_SENTENCE):
                 return where
         return None
 
