@@ -139,9 +139,10 @@ def _shipped_config(tmp_path, **env):
 
 # The shipped config's article is 800 words: 8-10 minutes of this model on two idle cores, and more on a
 # loaded CI host (one run went past 900 s, still repairing a section). The end-to-end test asks for half that
-# length in three sections: the same outline, parts, checks, rewrites, score, hold and approval, in a bounded
-# time; bench/bench_articles.py measures the shipped length.
-SHORT_ARTICLE = {"PIPELINE_DRAFT__TARGET_WORDS": "400", "PIPELINE_DRAFT__SECTIONS": "3"}
+# length: the same outline of four sections, parts, checks, rewrites, score, hold and approval, in a bounded
+# time; bench/bench_articles.py measures the shipped length. (Asked for three sections, the model framed them
+# with an Introduction and a Conclusion three times running: one section of substance, an unusable outline.)
+SHORT_ARTICLE = {"PIPELINE_DRAFT__TARGET_WORDS": "400"}
 
 
 @pytest.mark.timeout(1800)
