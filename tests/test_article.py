@@ -516,6 +516,27 @@ def test_a_rewrite_that_drops_a_number_is_rejected(tmp_path):
         assert POOL[0] in s.get(Article, result["article_id"]).body  # the original stays
 
 
+def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp_path):
+    # Seen on the embedded model (make run, 2026-12-03): told its rewrite scored too low, it kept our line and answered
+    # it inside the paragraph; the score rose, so it was kept, and the held article opened with it.
+    echo = ("Your previous response scored 0.3, not above the original's 0.3. I will refine the paragraph to "
+            "incorporate a more engaging, conversational tone. Please provide me with your revised text.")
+
+    def answering(p, u):
+        return f"{rewrite_of(p)} {echo}" if "rejected" not in u else rewrite_of(p)
+    with scoring.using(FakeScorer()):
+        ctx, article_id = drafted(tmp_path, answering, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
+        result = humanize.humanize.fn(ctx, article_id)
+    [record] = result["paragraphs"]
+    first, second = record["attempts"]
+    assert "text about the rewrite request" in first["rejected"] and record["kept"] and "score" in second
+    with ctx.ledger.read() as s:
+        assert "previous response" not in s.get(Article, result["article_id"]).body
+    assert "meta-text" in [c for c, _ in checks(f"{echo}\n\n{GOOD}")]  # and the article check names it too
+    zh = "我们把缓存键改成了锁文件的哈希。你上一次的改写没有通过：得分 0.3，没有超过原文的 0.3。"
+    assert any("rewrite request" in why for why in humanize.rewrite_problems("我们把缓存键改成了锁文件的哈希。", zh, "zh"))
+
+
 def test_facts_are_numbers_names_links_and_identifiers():
     text = "In 2024 Alice moved `make_ci` to GitHub Actions (see https://example.com/ci): 1,200 jobs and cache_key.v2 changed."
     found = art.facts(text, "en")

@@ -46,6 +46,15 @@ META = [
     (r"\[(your|author'?s?|insert|company|name)[^\]]{0,30}\]", "a placeholder ('[Your Name]')"),
     (r"\blorem ipsum\b", "placeholder text ('Lorem ipsum')"),
     (r"\b(word count|note to (the )?editor|i hope this (helps|article))\b", "a note about the request"),
+    # The request echoed back: a rewrite of the embedded model kept our retry line and answered it ("Your previous
+    # response scored 0.3, not above the original's 0.3. I will refine the paragraph … Please provide me with your
+    # revised text."), and its score rose, so it was kept: the held article opened with it.
+    (r"\b(your|my) (previous|last|earlier) (response|rewrite|answer|attempt|version)\b|"
+     r"\bthe (previous|last|earlier) (response|rewrite)\b|\bnot above the original\b|"
+     r"\bi will (now )?(refine|rewrite|revise|rephrase|improve) (the|this|your) (paragraph|text|section)\b|"
+     r"\bplease provide (me )?(with )?(your|the) (revised|rewritten|original|updated) (text|paragraph|version)\b|"
+     r"\b(the )?(revised|rewritten) (paragraph|text|version)\b\s*[:：]|\bthe original('s)? (paragraph|text|requirements)\b",
+     "text about the rewrite request ('Your previous response scored …')"),
     (r"^\s*(好的|当然|没问题)[，,！!。]?\s*(以下|下面|这是)", "a preamble ('好的，以下是…')"),
     (r"(以下|下面)是(一篇|本文|文章|为您|为你|我)", "a preamble ('以下是…')"),
     (r"(在|本)(本文|这篇文章)中[，,]?(我们|我)(将|会)", "meta-text ('在本文中，我们将…')"),
@@ -53,6 +62,9 @@ META = [
     (r"作为一个?(人工智能|AI|语言模型)|我是一个?(AI|人工智能)", "AI-assistant boilerplate ('作为一个AI')"),
     (r"[【\[](你的名字|作者|姓名|公司名称|插入)[^】\]]{0,20}[】\]]", "a placeholder ('[你的名字]')"),
     (r"希望(这篇文章|本文|以上内容)(对你|对您|能)", "a note about the request"),
+    (r"(你|我)的?(上一次|上次|之前)的(改写|回答|回复|版本)|上一次的改写|没有超过原文|(以下|下面)是(改写|修改|润色)(后|过)?的|"
+     r"改写后的(段落|文本|内容)[:：]|请(提供|给出)(你|您)?(修改|改写)",
+     "text about the rewrite request ('你上一次的改写…')"),
 ]
 _META = [(re.compile(p, re.IGNORECASE | re.MULTILINE), what) for p, what in META]
 
