@@ -329,6 +329,23 @@ def test_a_stray_heading_line_at_the_end_of_a_part_is_dropped_not_a_fragment():
         "Sleeps and flaky tests cost us minutes."  # a sentence that starts with the heading's words stays
 
 
+def test_outline_headings_used_as_labels_inside_a_part_are_dropped(tmp_path):
+    # Seen on the embedded model (make run, 2026-12-03): one section wrote the other sections as labelled runs of prose.
+    def labelled(request, user):
+        if user.startswith("Write section 2 of"):
+            first, second = part_for(user).split("\n\n")
+            return f"Sleeps and flaky tests: {first}\n\n**Uploads and layers**: {second}"
+        return None
+    ctx = make_ctx(tmp_path, writer(labelled))
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    with ctx.ledger.read() as s:
+        body = s.get(Article, result["article_id"]).body
+    assert "Sleeps and flaky tests:" not in body and "Uploads and layers**:" not in body
+    assert part_for("Write section 2 of 4").split("\n\n")[1] in body  # the sentences after the labels stay
+    assert draft.drop_heading_labels("We kept the cache key: it was fine.", ["The cache key"]) == \
+        "We kept the cache key: it was fine."  # words of a heading inside a sentence are prose
+
+
 ZH_PARAGRAPH = "修好这个键只花了一个下午，第二天的构建就快了十几分钟。"
 
 

@@ -296,7 +296,8 @@ class Writer:
                                       max_tokens=self.budget(units))
         cut = reply.finish_reason == "length"
         self.log.append({"tokens": reply.completion_tokens, "cut": cut})
-        return drop_heading_lines(clean_part(reply.text), [self.title] + [s["heading"] for s in self.sections]), cut
+        headings = [self.title] + [s["heading"] for s in self.sections]
+        return drop_heading_labels(drop_heading_lines(clean_part(reply.text), headings), headings), cut
 
     def write(self, user: str, units: int, min_paragraphs: int, name: str, why: str = "") -> str:
         """One part: continued while cut, rewritten when it still breaks a rule (told why)."""
@@ -471,6 +472,19 @@ def drop_heading_lines(text: str, headings: list[str]) -> str:
     names = {_bare(h) for h in headings if _bare(h)}
     kept = [ln for ln in text.splitlines() if not (ln.strip() and _bare(ln) in names)]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def drop_heading_labels(text: str, headings: list[str]) -> str:
+    """An outline heading used as a label inside prose, dropped: asked for a section, the embedded model wrote
+    "Identifying the Boring Fixes: The first step … Monitoring and Adjusting: After …", the other sections'
+    headings run into one paragraph (make run, 2026-12-03). The sentence after the label is kept."""
+    for heading in headings:
+        name = heading.strip().strip("*#: ").strip()
+        if len(name) < 4:
+            continue
+        label = re.compile(rf"(^|[.!?。！？][ \t]*)(\*\*)?{re.escape(name)}(\*\*)?[ \t]*[:：][ \t]*", re.IGNORECASE | re.MULTILINE)
+        text = label.sub(lambda m: m.group(1), text)
+    return text
 
 
 def _bare(line: str) -> str:
