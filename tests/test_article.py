@@ -118,6 +118,27 @@ def test_an_outline_with_an_introduction_or_a_thesis_about_the_post_is_fixed_or_
     assert "Introduction" not in headings and "Conclusion" not in headings and len(headings) == 4
 
 
+def test_an_outline_with_one_heading_for_several_sections_is_asked_again(tmp_path):
+    # Seen on the embedded model (make run, 2026-12-03): "The Cost of Flaky Tests" as sections 2, 3 and 4.
+    answers = []
+
+    def repeated(request, user):
+        if "<topic>" not in user:
+            return None
+        plan = outline_for(user)
+        if not answers:
+            for s in plan["sections"][2:]:
+                s["heading"] = plan["sections"][1]["heading"]
+        answers.append(plan)
+        return json.dumps(plan)
+    ctx = make_ctx(tmp_path, writer(repeated))
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    outline_asks = [r.messages[-1]["content"] for r in ctx.llm.requests if "<topic>" in r.messages[-1]["content"]]
+    assert len(outline_asks) == 2 and "the same heading" in outline_asks[1] and result["checks"] == "passed"
+    twice = GOOD.replace("## Sleeps", "## The cache key")
+    assert ("repeated heading", f"line {twice.splitlines().index('## The cache key', 5) + 1}") in checks(twice)
+
+
 def test_a_section_cut_by_max_tokens_is_continued_from_its_last_sentence(tmp_path):
     cut_text = POOL[3] + " " + POOL[4] + "\n\n" + POOL[5] + " The linker spent ninety sec"
 
@@ -550,6 +571,8 @@ def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp
     with ctx.ledger.read() as s:
         assert "previous response" not in s.get(Article, result["article_id"]).body
     assert "meta-text" in [c for c, _ in checks(f"{echo}\n\n{GOOD}")]  # and the article check names it too
+    editor = f"As an editor with first-hand experience, I would rewrite the paragraph as follows: {POOL[0]}"
+    assert any("rewrite request" in why for why in humanize.rewrite_problems(POOL[0], editor, "en"))  # seen the same day
     zh = "我们把缓存键改成了锁文件的哈希。你上一次的改写没有通过：得分 0.3，没有超过原文的 0.3。"
     assert any("rewrite request" in why for why in humanize.rewrite_problems("我们把缓存键改成了锁文件的哈希。", zh, "zh"))
 

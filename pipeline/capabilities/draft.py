@@ -133,6 +133,10 @@ def parse_outline(text: str) -> dict[str, Any]:
             m = rx.search(text)
             if m:  # the thesis goes into every part's prompt: a thesis about the post gets the post written about itself
                 raise ValueError(f"the thesis and points must state claims about the subject, not {what} ('{m.group(0)}')")
+    repeated = [s["heading"] for k, s in enumerate(clean) if _bare(s["heading"]) in {_bare(t["heading"]) for t in clean[:k]}]
+    if repeated:  # seen on the embedded model: "The Cost of Flaky Tests" three times, one section written three times
+        raise ValueError(f"two sections have the same heading ('{repeated[0]}'): give each section its own heading "
+                         "and its own point")
     if any(len(s["heading"]) > MAX_HEADING for s in clean):
         raise ValueError(f"headings are at most {MAX_HEADING} characters")
     return {"title": title, "thesis": _one_line(thesis), "sections": clean}

@@ -51,7 +51,8 @@ META = [
     # revised text."), and its score rose, so it was kept: the held article opened with it.
     (r"\b(your|my) (previous|last|earlier) (response|rewrite|answer|attempt|version)\b|"
      r"\bthe (previous|last|earlier) (response|rewrite)\b|\bnot above the original\b|"
-     r"\bi will (now )?(refine|rewrite|revise|rephrase|improve) (the|this|your) (paragraph|text|section)\b|"
+     r"\b(i will|i'll|i would|i'd|let me) (now )?(refine|rewrite|revise|rephrase|improve|edit) (the|this|your) "
+     r"(paragraph|text|section)\b|\bas an editor( with [^,.:]{0,40})?,? i\b|"
      r"\bplease provide (me )?(with )?(your|the) (revised|rewritten|original|updated) (text|paragraph|version)\b|"
      r"\b(the )?(revised|rewritten) (paragraph|text|version)\b\s*[:：]|\bthe original('s)? (paragraph|text|requirements)\b",
      "text about the rewrite request ('Your previous response scored …')"),
@@ -63,7 +64,8 @@ META = [
     (r"[【\[](你的名字|作者|姓名|公司名称|插入)[^】\]]{0,20}[】\]]", "a placeholder ('[你的名字]')"),
     (r"希望(这篇文章|本文|以上内容)(对你|对您|能)", "a note about the request"),
     (r"(你|我)的?(上一次|上次|之前)的(改写|回答|回复|版本)|上一次的改写|没有超过原文|(以下|下面)是(改写|修改|润色)(后|过)?的|"
-     r"改写后的(段落|文本|内容)[:：]|请(提供|给出)(你|您)?(修改|改写)",
+     r"改写后的(段落|文本|内容)[:：]|请(提供|给出)(你|您)?(修改|改写)|作为(一名|一个|一位)?编辑[，,]|"
+     r"我(会|将|来)?(把|将)?(这段|这一段|该段|这个段落)(话|文字)?(改写|重写|润色)(为|成|如下)",
      "text about the rewrite request ('你上一次的改写…')"),
 ]
 _META = [(re.compile(p, re.IGNORECASE | re.MULTILINE), what) for p, what in META]
@@ -295,9 +297,14 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
             current = heading_text(b)
         numbered.append((b, paragraph_no))
         section_of.append(current)
+    seen_headings: set[str] = set()
     for i, (b, n) in enumerate(numbered):
         if b.kind == "heading":
             name = heading_text(b)
+            if name.casefold() in seen_headings:  # three sections under one heading (the embedded model's outline)
+                out.append(Problem("repeated heading", f"line {b.line}", f"the heading '{_snippet(name)}' is used twice: "
+                                   "each section makes its own point under its own heading", b.line))
+            seen_headings.add(name.casefold())
             following = [x for x, _ in numbered[i + 1:]]
             section = []
             for x in following:
