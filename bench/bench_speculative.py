@@ -67,7 +67,7 @@ def child(mode: str, draft: Path, prompts: int, tokens: int, temperature: float)
 
     path = assets.model_path(REPO / "var")
     started = time.perf_counter()
-    server = xllamacpp.Server(server_params(path, draft if mode == "on" else None))
+    server = xllamacpp.Server(server_params(path, draft=draft if mode == "on" else None))
     load_s = time.perf_counter() - started
     print(f"{mode}: loaded in {load_s:.1f} s", file=sys.stderr, flush=True)
     out = []

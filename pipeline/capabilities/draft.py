@@ -43,6 +43,11 @@ REPAIR_ROUNDS = 2      # rounds of rewriting the parts a completeness check foun
 EXTENSIONS = 6         # paragraphs added to short sections, at most, to reach the length floor (the embedded
                        # model writes ~2/3 of a section's asked length: 584 and 629 words after three)
 TAIL = 160             # characters of the previous part shown to the next one
+# Asked for N words, a model writes what it writes: the embedded one ~2/3 of N (584 and 629 words of an 800-word
+# article, measured), a hosted one about N. So the length a prompt names is the part's target divided by the
+# share the model has written of what it was asked so far in this article (its first attempts), bounded: the
+# model is measured, not assumed, and a short first draft no longer costs lengthening calls afterwards.
+YIELD_BOUNDS = (0.5, 1.25)
 # Model tokens per unit of length: English words (Qwen2.5 measured ~1.35) or Chinese characters (~0.7);
 # a part's budget is 1.6× its target so that it ends by itself, and the continuation handles the rest.
 TOKENS_PER_UNIT = {"en": 1.4, "zh": 0.75}
@@ -116,7 +121,8 @@ def parse_outline(text: str) -> dict[str, Any]:
     clean = []
     for s in sections:
         if isinstance(s, dict) and str(s.get("heading", "")).strip() and str(s.get("point", "")).strip():
-            clean.append({"heading": _one_line(str(s["heading"])).lstrip("#").strip(), "point": _one_line(str(s["point"]))})
+            clean.append({"heading": _one_line(str(s["heading"])).lstrip("#").strip(),
+                          "point": first_sentence(str(s["point"]))})
     # The opening and the closing are written as their own parts: an "Introduction" or "Conclusion" section
     # wrote them twice (seen on the embedded model: both, in one outline of four).
     body = [s for s in clean if not frames(s["heading"])]
@@ -139,7 +145,25 @@ def parse_outline(text: str) -> dict[str, Any]:
                          "and its own point")
     if any(len(s["heading"]) > MAX_HEADING for s in clean):
         raise ValueError(f"headings are at most {MAX_HEADING} characters")
-    return {"title": title, "thesis": _one_line(thesis), "sections": clean}
+    same = next(((a, b) for k, b in enumerate(clean) for a in clean[:k] if _same_point(a["point"], b["point"])), None)
+    if same:  # seen on the embedded model: sections 3 and 4 given one point, and then written as one section twice
+        raise ValueError(f"sections '{same[0]['heading']}' and '{same[1]['heading']}' make the same point: give each "
+                         "section a different claim")
+    return {"title": title, "thesis": first_sentence(thesis), "sections": clean}
+
+
+def first_sentence(text: str) -> str:
+    """A point or thesis as one sentence. The embedded model's constrained outline gave each point a paragraph
+    (four sentences, the next point's sentences among them: 576 tokens, 30 s); every part's prompt carries the
+    outline, so the surplus was paid again in every call (670-850 prompt tokens a part) and written into sections
+    that restated one another. The first sentence is the claim; the rest is the section's to write."""
+    flat = _one_line(text)
+    said = art.sentences(flat)
+    return said[0].strip() if said else flat
+
+
+def _same_point(a: str, b: str) -> bool:
+    return _bare(a) == _bare(b) or art.alike(a.casefold(), b.casefold(), 0.75)
 
 
 def frames(heading: str) -> bool:
@@ -247,20 +271,36 @@ def join_continuation(kept: str, more: str, language: str) -> str:
     return kept + ("" if language == "zh" else " ") + more.strip()
 
 
+# What a part is told when it is written again, in the article's language: a Chinese part told in English
+# wrote the English back into the article ("上一次的回答没有通过：it needs at least 2 paragraphs …").
+PART_PROBLEMS = {
+    "en": {"empty": "it was empty", "meta": "it contains $what ('$found'); write about the subject only",
+           "unfinished": "it ends mid-sentence", "cut": "it was cut off by the length limit",
+           "paragraphs": "it needs at least $n paragraphs separated by a blank line"},
+    "zh": {"empty": "内容为空", "meta": "其中有与题目无关的文字（“$found”）：只写题目本身",
+           "unfinished": "最后一句没有写完", "cut": "超出了长度上限，被截断",
+           "paragraphs": "至少要写 $n 段，段与段之间空一行"},
+}
+
+
+def problem(language: str, key: str, **values: Any) -> str:
+    return Template(PART_PROBLEMS["zh" if language == "zh" else "en"][key]).substitute(values)
+
+
 def part_problems(text: str, language: str, min_paragraphs: int) -> list[str]:
     """The rules one part breaks (the same rules the whole article is checked against)."""
     why = []
     if not text.strip():
-        return ["it was empty"]
+        return [problem(language, "empty")]
     for rx, what in art._META:
         m = rx.search(text)
         if m:
-            why.append(f"it contains {what} ('{m.group(0)[:40]}'); write about the subject only")
+            why.append(problem(language, "meta", what=what, found=m.group(0)[:40]))
             break
     if not art.complete_sentence(text):
-        why.append("it ends mid-sentence")
+        why.append(problem(language, "unfinished"))
     if len(paragraphs(text)) < min_paragraphs:
-        why.append(f"it needs at least {min_paragraphs} paragraphs separated by a blank line")
+        why.append(problem(language, "paragraphs", n=min_paragraphs))
     return why
 
 
@@ -288,6 +328,7 @@ class Writer:
         self.per_section = max(60, (target - self.opening_n - self.closing_n) // len(self.sections))
         self.opening, self.closing = "", ""
         self.bodies: list[str] = [""] * len(self.sections)
+        self.asked = self.written = 0  # lengths named in first-attempt prompts, and what came back (``yield_``)
 
     def ask(self, key: str, **values: Any) -> str:
         return Template(self.asks[key]).substitute({k: str(v) for k, v in values.items()}).strip()
@@ -295,20 +336,35 @@ class Writer:
     def budget(self, units: int) -> int:
         return int(units * TOKENS_PER_UNIT[self.language] * 1.6) + 40
 
+    def yield_(self) -> float:
+        """The share of the asked length the model has written in this article so far (1.0 before any part)."""
+        if self.asked <= 0:
+            return 1.0
+        low, high = YIELD_BOUNDS
+        return min(high, max(low, self.written / self.asked))
+
+    def asking(self, units: int) -> int:
+        """The length to name in a prompt for a part whose target is ``units``."""
+        return max(1, round(units / self.yield_()))
+
     def call(self, user: str, units: int) -> tuple[str, bool]:
         reply = self.ctx.llm.complete([{"role": "system", "content": self.system}, {"role": "user", "content": user}],
                                       max_tokens=self.budget(units))
         cut = reply.finish_reason == "length"
         self.log.append({"tokens": reply.completion_tokens, "cut": cut})
         headings = [self.title] + [s["heading"] for s in self.sections]
-        return drop_heading_labels(drop_heading_lines(clean_part(reply.text), headings), headings), cut
+        text = drop_heading_labels(drop_heading_lines(clean_part(reply.text), headings), headings)
+        return drop_echoes(text), cut
 
-    def write(self, user: str, units: int, min_paragraphs: int, name: str, why: str = "") -> str:
-        """One part: continued while cut, rewritten when it still breaks a rule (told why)."""
+    def write(self, key: str, units: int, min_paragraphs: int, name: str, why: str = "", **values: Any) -> str:
+        """One part (prompt ``key`` of the parts table): continued while cut, rewritten when it still breaks a rule
+        (told why). Its prompt names ``asking(units)``; its length checks and budgets are for ``units``."""
         text = ""
+        asked = self.asking(units)
+        user = self.ask(key, words=asked, **values)
         for attempt in range(PART_ATTEMPTS):
             ask = user if not why else f"{user}\n\n{self.ask('retry', why=why)}"
-            text, cut = self.call(ask, units)
+            text, cut = self.call(ask, max(units, asked))
             for _ in range(self.d.continuations):
                 if not cut:
                     break
@@ -323,9 +379,12 @@ class Writer:
                         text, cut = "\n\n".join(paras), False
                         break
                 left = max(units - art.prose_length(kept, self.language), units // 3)
-                more, cut = self.call(f"{user}\n\n{self.ask('continue', so_far=kept, words=left)}", left)
+                more, cut = self.call(f"{user}\n\n{self.ask('continue', so_far=kept, words=self.asking(left))}", left)
                 text = join_continuation(kept, more, self.language)
-            problems = (["it was cut off by the length limit"] if cut else []) + \
+            if attempt == 0:
+                self.asked += asked
+                self.written += art.prose_length(text, self.language)
+            problems = ([problem(self.language, "cut")] if cut else []) + \
                 part_problems(text, self.language, min_paragraphs)
             if min_paragraphs > 1 and len(paragraphs(text)) < min_paragraphs and not cut:
                 parts = [q for p in paragraphs(text) for q in split_paragraph(p, self.language)]
@@ -345,17 +404,15 @@ class Writer:
 
     def write_part(self, name: str, why: str = "") -> None:
         if name == "opening":
-            self.opening = self.write(self.ask("opening", words=self.opening_n), self.opening_n, 1, name, why)
+            self.opening = self.write("opening", self.opening_n, 1, name, why)
         elif name == "closing":
             tail = next((b for b in reversed(self.bodies) if b), self.opening)
-            self.closing = self.write(self.ask("closing", words=self.closing_n, tail=_tail(tail)), self.closing_n, 1,
-                                      name, why)
+            self.closing = self.write("closing", self.closing_n, 1, name, why, tail=_tail(tail))
         else:
             k = int(name.split()[1]) - 1
             s, tail = self.sections[k], (self.bodies[k - 1] if k else self.opening)
-            self.bodies[k] = self.write(self.ask("section", number=k + 1, count=len(self.sections), heading=s["heading"],
-                                                 point=s["point"], words=self.per_section, tail=_tail(tail)),
-                                        self.per_section, 2, name, why)
+            self.bodies[k] = self.write("section", self.per_section, 2, name, why, number=k + 1,
+                                        count=len(self.sections), heading=s["heading"], point=s["point"], tail=_tail(tail))
 
     def extend(self) -> None:
         """Short of the length floor: the shortest sections get one more paragraph each (bounded)."""
@@ -365,8 +422,8 @@ class Writer:
                 return
             k = min(range(len(self.bodies)), key=lambda j: art.prose_length(self.bodies[j], self.language))
             n = self.per_section // 2
-            more = self.write(self.ask("extend", heading=self.sections[k]["heading"], so_far=self.bodies[k], words=n),
-                              n, 1, f"section {k + 1}, one more paragraph")
+            more = self.write("extend", n, 1, f"section {k + 1}, one more paragraph", heading=self.sections[k]["heading"],
+                              so_far=self.bodies[k])
             if any(art.near_duplicate(p, more) for p in paragraphs(self.body())):
                 self.repairs.append({"part": f"section {k + 1}", "dropped": more[:120]})
                 continue  # it repeats a paragraph: counting it towards the floor would only delete it afterwards
@@ -476,6 +533,14 @@ def drop_heading_lines(text: str, headings: list[str]) -> str:
     names = {_bare(h) for h in headings if _bare(h)}
     kept = [ln for ln in text.splitlines() if not (ln.strip() and _bare(ln) in names)]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def drop_echoes(text: str) -> str:
+    """A part's paragraphs that repeat its instructions, dropped: a Chinese section of the embedded model opened
+    with its own request ("第 3 节（共 4 节）… 本节观点：…") and ended with our retry line (bench, 2026-12-03). The
+    paragraphs between were prose; a part left too thin by this is written again by the part's own rules."""
+    kept = [p for p in paragraphs(text) if not art.echoes_instructions(p)]
+    return "\n\n".join(kept)
 
 
 def drop_heading_labels(text: str, headings: list[str]) -> str:

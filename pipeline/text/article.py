@@ -31,6 +31,17 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^(#{1,6})\s*(.*?)\s*#*\s*$")
 
+ECHOES = [
+    # The instructions echoed back: a section of the embedded model opened with its own request ("第 3 节（共 4 节）
+    # “删掉没用的任务”。本节观点：…") and another kept our retry line ("上一次的回答没有通过：…。请重写。").
+    # The wording is the draft's prompts' (pipeline/prompts/parts.*.toml).
+    (r"\bsection \d+ of \d+\b|\bits point:|\bthe previous part ended\b|\byour previous answer was rejected\b|"
+     r"\bwrite (it|the paragraph) again\b|\bwrite (only )?what comes next\b|\bwrite one more paragraph\b",
+     "the instructions echoed ('Section 3 of 4 … Its point:')"),
+    (r"第\s*\d+\s*节（共\s*\d+\s*节）|本节观点[:：]|上一部分结尾是|(上一次|上次)的回答没有通过|请重写[。.]?$|"
+     r"只写接下来的内容|为这一节再写一段|你写到这里停下了",
+     "the instructions echoed ('第 3 节（共 4 节）… 本节观点：')"),
+]
 # Text about the writing rather than the subject: a model's preamble, placeholders, filler.
 META = [
     (r"^\s*(sure|certainly|of course|okay|ok)\b[,!.]?\s*(here('s| is| are)|i('ll| will| can))", "a preamble ('Sure, here's …')"),
@@ -56,6 +67,7 @@ META = [
      r"\bplease provide (me )?(with )?(your|the) (revised|rewritten|original|updated) (text|paragraph|version)\b|"
      r"\b(the )?(revised|rewritten) (paragraph|text|version)\b\s*[:：]|\bthe original('s)? (paragraph|text|requirements)\b",
      "text about the rewrite request ('Your previous response scored …')"),
+    *ECHOES,
     (r"^\s*(好的|当然|没问题)[，,！!。]?\s*(以下|下面|这是)", "a preamble ('好的，以下是…')"),
     (r"(以下|下面)是(一篇|本文|文章|为您|为你|我)", "a preamble ('以下是…')"),
     (r"(在|本)(本文|这篇文章)中[，,]?(我们|我)(将|会)", "meta-text ('在本文中，我们将…')"),
@@ -69,6 +81,12 @@ META = [
      "text about the rewrite request ('你上一次的改写…')"),
 ]
 _META = [(re.compile(p, re.IGNORECASE | re.MULTILINE), what) for p, what in META]
+_ECHOES = [rx for rx, what in _META if (rx.pattern, what) in ECHOES]
+
+
+def echoes_instructions(text: str) -> bool:
+    """Whether ``text`` repeats the draft's own instructions (``ECHOES``)."""
+    return any(rx.search(text) for rx in _ECHOES)
 
 # Words that say nothing about the subject, left out when comparing a title with its topic.
 STOPWORDS = set("""a an the and or but of to in on for with at by from as is are was were be been it its this that these
