@@ -778,9 +778,16 @@ def test_a_part_that_echoes_its_instructions_loses_those_paragraphs_and_is_told_
         body = s.get(Article, result["article_id"]).body
     assert "本节观点" not in body and "请重写" not in body and "".join(ZH_SENTENCES[9:12]) in body
     for text, language in (("第 3 节（共 4 节）“上传与镜像层”。本节观点：串行上传和冷镜像层白白浪费时间。", "zh"),
-                           ('Section 3 of 4, "Uploads". Its point: serial uploads waste time, and we fixed that.', "en")):
+                           ('Section 3 of 4, "Uploads". Its point: serial uploads waste time, and we fixed that.', "en"),
+                           ("The lesson in plain words is that continuous monitoring and feedback are critical.", "en")):
         [meta] = [p for p in art.check("t", text, topic="t", language=language, min_length=0) if p.check == "meta-text"]
         assert "instructions echoed" in meta.message and meta.line == 1
+
+
+def test_a_sentence_that_echoes_the_closing_instructions_is_dropped_and_the_rest_kept():
+    closing = ("The builds got faster once we looked. The lesson in plain words is that monitoring matters. "
+               "We would check the cache key first.")
+    assert draft.drop_echoes(closing, "en") == "The builds got faster once we looked. We would check the cache key first."
 
 
 def test_a_rewrite_much_shorter_than_its_paragraph_is_rejected():

@@ -354,7 +354,7 @@ class Writer:
         self.log.append({"tokens": reply.completion_tokens, "cut": cut})
         headings = [self.title] + [s["heading"] for s in self.sections]
         text = drop_heading_labels(drop_heading_lines(clean_part(reply.text), headings), headings)
-        return drop_echoes(text), cut
+        return drop_echoes(text, self.language), cut
 
     def write(self, key: str, units: int, min_paragraphs: int, name: str, why: str = "", **values: Any) -> str:
         """One part (prompt ``key`` of the parts table): continued while cut, rewritten when it still breaks a rule
@@ -535,11 +535,20 @@ def drop_heading_lines(text: str, headings: list[str]) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
 
-def drop_echoes(text: str) -> str:
+def drop_echoes(text: str, language: str) -> str:
     """A part's paragraphs that repeat its instructions, dropped: a Chinese section of the embedded model opened
     with its own request ("第 3 节（共 4 节）… 本节观点：…") and ended with our retry line (bench, 2026-12-03). The
-    paragraphs between were prose; a part left too thin by this is written again by the part's own rules."""
-    kept = [p for p in paragraphs(text) if not art.echoes_instructions(p)]
+    paragraphs between were prose; a part left too thin by this is written again by the part's own rules.
+    Sentence by sentence: a closing that said "The lesson in plain words is that …" keeps its other sentences."""
+    kept = []
+    for p in paragraphs(text):
+        if not art.echoes_instructions(p):
+            kept.append(p)
+            continue
+        joiner = "" if art.is_chinese(language) else " "
+        left = joiner.join(x for x in art.sentences(p) if not art.echoes_instructions(x)).strip()
+        if left:
+            kept.append(left)
     return "\n\n".join(kept)
 
 

@@ -82,28 +82,47 @@ def _passed(result: dict[str, Any]) -> bool:
     return result.get("passed", True) is not False
 
 
+# Why a rewrite was rejected, in the paragraph's language: the retry quotes it to the model, and a Chinese
+# rewrite told in English answered in English (a held article carried "carefully考虑").
+REJECTED = {
+    "en": {"empty": "it was empty", "dropped": "it dropped $facts (keep every number, name, link and identifier)",
+           "shorter": "it has $now $unit, the paragraph $was: keep its length and substance",
+           "copy": "it is $same the original's text: change the wording and rhythm of every sentence",
+           "shape": "it must be one plain paragraph, no heading, list or code", "unfinished": "it ends mid-sentence",
+           "meta": "it contains $what", "cut": "it was cut off by the length limit"},
+    "zh": {"empty": "内容为空", "dropped": "漏掉了 $facts（每个数字、名称、链接和标识符都要保留）",
+           "shorter": "只有 $now 字，原段有 $was 字：保持篇幅和内容", "copy": "与原文 $same 相同：每句话的措辞和节奏都要改",
+           "shape": "必须是一个普通段落，不要标题、列表或代码", "unfinished": "最后一句没有写完",
+           "meta": "其中有与题目无关的文字：$what", "cut": "超出了长度上限，被截断"},
+}
+
+
+def rejected(language: str, key: str, **values: Any) -> str:
+    return Template(REJECTED["zh" if language == "zh" else "en"][key]).substitute(values)
+
+
 def rewrite_problems(original: str, rewrite: str, language: str) -> list[str]:
     """Why a paragraph's rewrite cannot replace it; empty when it can."""
     if not rewrite.strip():
-        return ["it was empty"]
+        return [rejected(language, "empty")]
     why = []
     lost = art.missing_facts(original, rewrite, language)
     if lost:
-        why.append("it dropped " + ", ".join(f"'{f}'" for f in lost[:5]) + " (keep every number, name, link and identifier)")
+        why.append(rejected(language, "dropped", facts=", ".join(f"'{f}'" for f in lost[:5])))
     was, now = art.prose_length(original, language), art.prose_length(rewrite, language)
     if now < SHORTER * was:  # four shorter rewrites took a 700-word draft to 662 words, under the length floor
-        why.append(f"it has {now} {art.unit(language)}, the paragraph {was}: keep its length and substance")
+        why.append(rejected(language, "shorter", now=now, unit=art.unit(language), was=was))
     same = similarity(original, rewrite)
     if same >= UNCHANGED:
-        why.append(f"it is {same:.0%} the original's text: change the wording and rhythm of every sentence")
+        why.append(rejected(language, "copy", same=f"{same:.0%}"))
     kinds = {b.kind for b in art.blocks(rewrite)}
     if kinds - {"paragraph"} or len(art.blocks(rewrite)) != 1:
-        why.append("it must be one plain paragraph, no heading, list or code")
+        why.append(rejected(language, "shape"))
     if not art.complete_sentence(rewrite):
-        why.append("it ends mid-sentence")
+        why.append(rejected(language, "unfinished"))
     for rx, what in art._META:
         if rx.search(rewrite):
-            why.append(f"it contains {what}")
+            why.append(rejected(language, "meta", what=what))
             break
     return why
 
@@ -184,8 +203,8 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
                                      max_tokens=budget, temperature=temperature, seed=seed)
             candidate = one_paragraph(clean_part(reply.text), language)
             problems = rewrite_problems(original, candidate, language)
-            if reply.finish_reason == "length" and "it ends mid-sentence" not in problems:
-                problems.append("it was cut off by the length limit")
+            if reply.finish_reason == "length" and rejected(language, "unfinished") not in problems:
+                problems.append(rejected(language, "cut"))
             if problems:
                 why = "; ".join(problems)
                 record["attempts"].append({"rejected": why, "temperature": temperature})

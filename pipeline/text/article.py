@@ -33,13 +33,15 @@ _HEADING = re.compile(r"^(#{1,6})\s*(.*?)\s*#*\s*$")
 
 ECHOES = [
     # The instructions echoed back: a section of the embedded model opened with its own request ("第 3 节（共 4 节）
-    # “删掉没用的任务”。本节观点：…") and another kept our retry line ("上一次的回答没有通过：…。请重写。").
+    # “删掉没用的任务”。本节观点：…") and another kept our retry line ("上一次的回答没有通过：…。请重写。"); an
+    # English closing answered "The lesson in plain words is that …".
     # The wording is the draft's prompts' (pipeline/prompts/parts.*.toml).
     (r"\bsection \d+ of \d+\b|\bits point:|\bthe previous part ended\b|\byour previous answer was rejected\b|"
-     r"\bwrite (it|the paragraph) again\b|\bwrite (only )?what comes next\b|\bwrite one more paragraph\b",
+     r"\bwrite (it|the paragraph) again\b|\bwrite (only )?what comes next\b|\bwrite one more paragraph\b|"
+     r"\bthe lesson in plain words\b|\bthe first thing (you|we|i) would do again\b|\bstate the point plainly\b",
      "the instructions echoed ('Section 3 of 4 … Its point:')"),
     (r"第\s*\d+\s*节（共\s*\d+\s*节）|本节观点[:：]|上一部分结尾是|(上一次|上次)的回答没有通过|请重写[。.]?$|"
-     r"只写接下来的内容|为这一节再写一段|你写到这里停下了",
+     r"只写接下来的内容|为这一节再写一段|你写到这里停下了|用平实的话说出教训|下次还会先做的那件事|直接说出核心观点",
      "the instructions echoed ('第 3 节（共 4 节）… 本节观点：')"),
 ]
 # Text about the writing rather than the subject: a model's preamble, placeholders, filler.

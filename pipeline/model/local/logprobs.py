@@ -29,7 +29,7 @@ from . import assets
 
 # llama.cpp embeds a sequence in one micro-batch; longer paragraphs are scored in windows of this.
 WINDOW = 1024
-_CHUNK = 128  # positions per logits block: 128 x 151,936 float32 = 78 MB at a time
+_CHUNK = 32  # positions per logits block: 32 x 151,936 float32 = 19 MB at a time
 
 _lock = threading.Lock()
 _models: dict[str, ScoringModel] = {}
@@ -83,6 +83,7 @@ class ScoringModel:
         p.embedding = True
         p.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_NONE
         p.n_ctx = WINDOW
+        p.load_mode = xllamacpp.llama_load_mode.LLAMA_LOAD_MODE_NONE  # read, not mapped: see provider.server_params
         p.n_batch = p.n_ubatch = WINDOW
         p.n_parallel = 1
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -13,8 +13,10 @@ picks, a random API key; nothing here uses it).
 
 Requests without tools (drafting, humanizing) are plain chat completions in both.
 
-Speculative decoding (a 0.5B draft model, ``server_params(path, draft=…)``) stays off: it is enabled
-only once ``bench/bench_speculative.py`` measures it faster on this 2-core target, which it has not yet.
+Speculative decoding (a 0.5B draft model, ``server_params(path, draft=…)``) stays off: on this 2-core
+target ``bench/bench_speculative.py`` measured it 0.29x as fast (6.3 against 21.7 tokens/s, 41 % of drafted
+tokens accepted; bench/results/speculative.json): the draft model competes with the writer for the same
+two cores, and too few of its guesses are kept to pay for them.
 Errors a person must fix (weights or runtime not installed) are raised as
 ``litellm.BadRequestError``, which ``ChatModel`` does not retry; anything else
 litellm would report as a retryable connection error.
@@ -93,6 +95,10 @@ def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_
     p = xllamacpp.CommonParams()
     p.model.path = str(path)
     p.n_ctx = N_CTX
+    # The weights are read, not memory-mapped: llama.cpp repacks them for the CPU's vector units into buffers of
+    # its own, so a mapped file was the same weights twice in the process (peak RSS 2,055 MB loaded and answering,
+    # against 1,459 MB read; the same 120 tokens in 20.8 s and 20.4 s; bench/bench_memory.py).
+    p.load_mode = xllamacpp.llama_load_mode.LLAMA_LOAD_MODE_NONE
     # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
     # cached prompt it shares most), so a drafting call in between does not evict its prefix.
     p.n_parallel = 2
