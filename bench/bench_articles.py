@@ -16,11 +16,14 @@ Per run, from the process and its ledger:
   process's peak resident memory (``wait4``'s ru_maxrss).
 
 Writes the runs and their medians to ``--out`` and the article bodies beside it (``articles/``).
+``BENCH_KEEP_LEDGERS=DIR`` copies each run's ledger there; ``BENCH_KEEP_DIRS=DIR`` keeps each run's whole
+directory (ledger, site, previews), so that a held article can be approved and its page read afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -42,7 +45,13 @@ def topics(path: Path) -> list[str]:
 
 
 def one_run(topic_line: str, language: str, keep: Path) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
+    # BENCH_KEEP_DIRS=DIR keeps each run's ledger, site and previews in DIR/<n>.<language>, for approving a held
+    # article there afterwards (pipeline review approve, with the same PIPELINE_* paths) and reading its page.
+    kept = os.environ.get("BENCH_KEEP_DIRS")
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+    with (tempfile.TemporaryDirectory() if not kept else contextlib.nullcontext(
+            tempfile.mkdtemp(prefix=f"{language}.", dir=kept))) as tmp:
         backlog = Path(tmp) / "topics.txt"
         backlog.write_text(topic_line + "\n", encoding="utf-8")
         env = {**os.environ, "PIPELINE_LEDGER__URL": f"sqlite:///{tmp}/ledger.db",

@@ -291,6 +291,25 @@ def test_the_length_a_part_is_asked_for_follows_what_the_model_writes(tmp_path):
     assert 0.6 <= w.yield_() <= 0.75
 
 
+def test_the_length_floor_is_measured_after_an_extensions_repeated_sentences_are_gone(tmp_path):
+    # bench, 2026-12-03 (Chinese): two extensions reached the floor counting sentences said before; deleted
+    # afterwards, they left the draft 92 characters short with four extensions unspent.
+    import random
+    rng = random.Random(5)
+
+    def repeating(request, user):
+        if "one more paragraph" not in user:
+            return None
+        return " ".join([POOL[4], POOL[10], POOL[16], POOL[22], prose_of(10, rng).split(". ")[0] + "."])
+    ctx = make_ctx(tmp_path, writer(repeating), PIPELINE_DRAFT__TARGET_WORDS="520")  # floor 455: the parts give 417
+    topic_id = add_topic(ctx)
+    with ctx.ledger.read() as s:
+        outline = draft._outline(ctx, s.get(Topic, topic_id))
+    w = draft.Writer(ctx, outline)
+    body, _ = w.article()
+    assert art.body_length(body, "en") >= 455 and body.count(POOL[4]) == 1
+
+
 def test_the_length_floor_is_enforced(tmp_path):
     ctx = make_ctx(tmp_path, writer(lambda r, u: "" if "one more paragraph" in u else None),
                    PIPELINE_DRAFT__TARGET_WORDS="800")

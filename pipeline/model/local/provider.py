@@ -40,6 +40,7 @@ from ..constrained import (
     decision_messages,
     parse_constrained,
 )
+from ..loops import LoopGuard
 from . import assets
 
 MODEL = "qwen2.5-coder-1.5b"
@@ -97,7 +98,7 @@ def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_
     p.n_ctx = N_CTX
     # The weights are read, not memory-mapped: llama.cpp repacks them for the CPU's vector units into buffers of
     # its own, so a mapped file was the same weights twice in the process (peak RSS 2,055 MB loaded and answering,
-    # against 1,459 MB read; the same 120 tokens in 20.8 s and 20.4 s; bench/bench_memory.py).
+    # against 1,459 MB read; the same 120 tokens in 20.8 s and 20.4 s; loading takes ~1 s more; bench/bench_memory.py).
     p.load_mode = xllamacpp.llama_load_mode.LLAMA_LOAD_MODE_NONE
     # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
     # cached prompt it shares most), so a drafting call in between does not evict its prefix.
@@ -185,6 +186,7 @@ def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[st
     """
     stop_at = None if limit_ms is None else time.monotonic() + limit_ms / 1000
     content: list[str] = []
+    loop = None if req.get("response_format") else LoopGuard()  # prose only: a JSON reply is bounded by its schema
     state: dict[str, Any] = {"finish_reason": None, "usage": None, "error": None, "stopped": False, "cut": False}
 
     def on_chunk(chunk: dict[str, Any]) -> bool:
@@ -194,6 +196,9 @@ def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[st
         for choice in chunk.get("choices") or []:
             if text := (choice.get("delta") or {}).get("content"):
                 content.append(text)
+                if loop is not None and loop.feed(text):
+                    state["finish_reason"] = "stop"
+                    return True
             state["finish_reason"] = choice.get("finish_reason") or state["finish_reason"]
         state["usage"] = chunk.get("usage") or state["usage"]
         if shutdown.requested():
@@ -214,7 +219,8 @@ def _generate(server: Any, req: dict[str, Any], limit_ms: int | None) -> dict[st
         raise Stopped("a stop was requested")
     # Cut off early, llama.cpp sends no usage: count the pieces streamed (one token each).
     usage = state["usage"] or {"prompt_tokens": 0, "completion_tokens": len(content)}
-    return {"choices": [{"message": {"role": "assistant", "content": "".join(content)},
+    text = loop.text if loop is not None and loop.looped else "".join(content)
+    return {"choices": [{"message": {"role": "assistant", "content": text},
                          "finish_reason": state["finish_reason"] or "length"}], "usage": usage}
 
 

@@ -1,0 +1,64 @@
+"""A reply stuck in a loop ends where the loop begins (pipeline.model.loops), as the local provider streams it."""
+
+from __future__ import annotations
+
+from pipeline.model.local import provider
+from pipeline.model.loops import LoopGuard
+
+LOOPED = "We also used a build tool that was optimized for our specific use case. "
+
+
+def streamed(text: str, size: int = 3) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def test_the_third_time_a_sentence_is_said_the_reply_ends_before_it():
+    guard = LoopGuard()
+    opening = "Our builds were slow for a year before anyone measured them. "
+    pieces = streamed(opening + LOOPED * 26)
+    fed = 0
+    for piece in pieces:
+        fed += 1
+        if guard.feed(piece):
+            break
+    assert guard.looped and fed < len(pieces) // 4  # the cores are freed early, not at max_tokens
+    assert guard.text == (opening + LOOPED * 2).rstrip()
+
+
+def test_short_echoes_and_varied_prose_do_not_trip_it():
+    guard = LoopGuard()
+    text = "That stung. " * 5 + " ".join(f"Week {i} took {40 - i} minutes, down from the week before." for i in range(9))
+    assert not any(guard.feed(p) for p in streamed(text)) and guard.text == text
+
+
+def test_a_chinese_loop_is_ended_too():
+    guard = LoopGuard()
+    said = "我们把缓存键改成了锁文件的哈希，构建时间从四十分钟降到了十二分钟。"
+    for piece in streamed("夜间构建慢了一整年。" + said * 5, 2):
+        guard.feed(piece)
+    assert guard.looped and guard.text == "夜间构建慢了一整年。" + said * 2
+
+
+class FakeServer:
+    """llama.cpp's streamed chat completions, one chunk a piece."""
+
+    def __init__(self, text: str) -> None:
+        self.pieces, self.sent = streamed(text), 0
+
+    def handle_chat_completions(self, req, on_chunk):
+        for piece in self.pieces:
+            self.sent += 1
+            if on_chunk({"choices": [{"delta": {"content": piece}, "finish_reason": None}]}):
+                return None
+        on_chunk({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": {"completion_tokens": len(self.pieces)}})
+        return None
+
+
+def test_the_local_provider_ends_a_looping_reply_and_returns_what_came_before():
+    server = FakeServer("It began with the cache. " + LOOPED * 20)
+    reply = provider._generate(server, {"messages": []}, None)
+    assert reply["choices"][0]["message"]["content"] == ("It began with the cache. " + LOOPED * 2).rstrip()
+    assert reply["choices"][0]["finish_reason"] == "stop" and server.sent < len(server.pieces) // 5
+    constrained = FakeServer('{"a": "' + LOOPED * 4 + '"}')
+    reply = provider._generate(constrained, {"messages": [], "response_format": {"type": "json_object"}}, None)
+    assert reply["choices"][0]["message"]["content"].count("optimized") == 4  # a JSON reply is left to its schema
