@@ -809,6 +809,16 @@ def test_a_sentence_that_echoes_the_closing_instructions_is_dropped_and_the_rest
     assert draft.drop_echoes(closing, "en") == "The builds got faster once we looked. We would check the cache key first."
 
 
+def test_a_list_in_a_part_becomes_prose_and_an_empty_item_is_dropped_and_named_by_the_check():
+    # make run, 2026-12-03, the published page: "1. … 2. … 3." (nothing after the 3), a paragraph, then "4. …".
+    part = ("1. We identified the slow steps in the logs.\n2. We replaced the queries with cached data.\n3.\n\n"
+            "We implemented a new build process.\n\n4. We also used a build automation tool.")
+    assert draft.clean_part(part) == ("We identified the slow steps in the logs. We replaced the queries with cached "
+                                      "data.\n\nWe implemented a new build process.\n\nWe also used a build automation tool.")
+    body = GOOD.replace("\n\n## Sleeps", "\n\n1. We cached the keys.\n2. We deleted the sleeps.\n3.\n\n## Sleeps", 1)
+    assert any(c == "open list" for c, _ in checks(body))
+
+
 def test_a_rewrite_much_shorter_than_its_paragraph_is_rejected():
     original = " ".join(POOL[3:9])
     short = " ".join(POOL[3:5]).replace("afternoon", "day")

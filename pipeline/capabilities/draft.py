@@ -229,8 +229,34 @@ def clean_part(text: str) -> str:
     if fence:
         text = fence.group(1).strip()
     lines = [ln for ln in text.splitlines() if not re.match(r"^\s*#{1,6}\s", ln)]
-    text = _LABEL.sub("", "\n".join(lines).strip())
+    text = _LABEL.sub("", "\n".join(as_prose(lines)).strip())
     return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)、])(?:\s+|$)")
+
+
+def as_prose(lines: list[str]) -> list[str]:
+    """A list the model wrote though asked for paragraphs, as one paragraph of its items; a marker with nothing
+    after it is dropped. A published page showed a section's "1. … 2. … 3." with an empty third item, then a
+    paragraph, then "4. …" (make run, 2026-12-03)."""
+    out: list[str] = []
+    in_list = False
+    for ln in lines:
+        m = _ITEM.match(ln)
+        if m is None:
+            out.append(ln)
+            in_list = False
+            continue
+        item = ln[m.end():].strip()
+        if not item:
+            continue
+        if in_list and out:
+            out[-1] = f"{out[-1]} {item}" if not re.search(r"[\u4e00-\u9fff]", item) else out[-1] + item
+        else:
+            out.append(item)
+        in_list = True
+    return out
 
 
 def paragraphs(text: str) -> list[str]:

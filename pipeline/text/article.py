@@ -29,6 +29,7 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’_.-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _COMPLETE = re.compile(r"[.!?。！？…]['\"’”)）」』*_`]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s+")
+_BARE_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s*$")  # a list marker with no item after it
 _HEADING = re.compile(r"^(#{1,6})\s*(.*?)\s*#*\s*$")
 
 ECHOES = [
@@ -344,7 +345,10 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
         elif b.kind == "list":
             last = b.text.splitlines()[-1]
             item = _LIST.sub("", last).strip()
-            if not item or item.endswith((":", ",", "：", "，", "、")):
+            bare = next((ln for ln in b.text.splitlines() if _BARE_ITEM.match(ln)), None)
+            if bare is not None:  # a published page showed "1. … 2. … 3." with nothing after the 3
+                out.append(Problem("open list", f"line {b.line}", f"the list has an empty item '{bare.strip()}'", b.line))
+            elif not item or item.endswith((":", ",", "：", "，", "、")):
                 out.append(Problem("open list", f"line {b.line}", f"the list ends in an unfinished item '{_snippet(last, 40)}'",
                                    b.line))
         elif b.kind == "paragraph" and not complete_sentence(b.text):
