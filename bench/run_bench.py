@@ -50,6 +50,9 @@ BENCHES = [
     Bench("raw_guard", "bench_raw_guard.py", "the local extra (model weights)", "long"),
     Bench("brainstorm", "bench_brainstorm.py", "the local extra (model weights)", "long (20 runs)"),
     Bench("articles", "bench_articles.py", "the local extra (model weights)", "~1 h (10 runs, 5 en + 5 zh)"),
+    Bench("memory", "bench_memory.py", "the local extra (model weights)", "~1.5 min"),
+    Bench("speculative", "bench_speculative.py", "the local extra (model weights)", "~2 min",
+          args=("--draft", "var/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")),
     Bench("site_screenshots", "site_screenshots.py", "Debian chromium, fonts-noto-cjk", "< 1 min"),
 ]
 BY_NAME = {b.name: b for b in BENCHES}

@@ -807,6 +807,15 @@ def test_a_sentence_that_echoes_the_closing_instructions_is_dropped_and_the_rest
     closing = ("The builds got faster once we looked. The lesson in plain words is that monitoring matters. "
                "We would check the cache key first.")
     assert draft.drop_echoes(closing, "en") == "The builds got faster once we looked. We would check the cache key first."
+    # bench, 2026-12-03: the closing prompt's own sentence, which no listed pattern knew, ended an article.
+    grams = draft.instruction_grams(Prompts().table("parts.en.toml").values(), "en")
+    ended = ("We fixed the cache key first, and the rest followed. Do not start with \"In conclusion\"; do not mention "
+             "the reader or the post.")
+    assert draft.drop_echoes(ended, "en", grams) == "We fixed the cache key first, and the rest followed."
+    zh_grams = draft.instruction_grams(Prompts().table("parts.zh.toml").values(), "zh")
+    assert draft.drop_echoes("我们先改了缓存键。不要用“总而言之”开头，不要提“读者”或“本文”。", "zh", zh_grams) == "我们先改了缓存键。"
+    # and the scripted articles' prose shares no run with the prompts
+    assert not draft._grams(" ".join(POOL), "en") & grams and not draft._grams("".join(ZH_SENTENCES), "zh") & zh_grams
 
 
 def test_a_list_in_a_part_becomes_prose_and_an_empty_item_is_dropped_and_named_by_the_check():

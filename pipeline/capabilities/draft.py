@@ -347,6 +347,7 @@ class Writer:
         self.system = ctx.prompts.render(prompt_name("section", self.language), audience=self.d.audience,
                                          style=self.d.style, title=outline.title, thesis=outline.thesis, sections=listed)
         self.asks = ctx.prompts.table(f"parts.{'zh' if self.language == 'zh' else 'en'}.toml")
+        self.instructions = instruction_grams(self.asks.values(), self.language)
         self.log: list[dict[str, Any]] = []
         self.repairs: list[dict[str, Any]] = []
         target = self.d.target()
@@ -380,7 +381,7 @@ class Writer:
         self.log.append({"tokens": reply.completion_tokens, "cut": cut})
         headings = [self.title] + [s["heading"] for s in self.sections]
         text = drop_heading_labels(drop_heading_lines(clean_part(reply.text), headings), headings)
-        return drop_echoes(text, self.language), cut
+        return drop_echoes(text, self.language, self.instructions), cut
 
     def write(self, key: str, units: int, min_paragraphs: int, name: str, why: str = "", **values: Any) -> str:
         """One part (prompt ``key`` of the parts table): continued while cut, rewritten when it still breaks a rule
@@ -565,21 +566,44 @@ def drop_heading_lines(text: str, headings: list[str]) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
 
-def drop_echoes(text: str, language: str) -> str:
-    """A part's paragraphs that repeat its instructions, dropped: a Chinese section of the embedded model opened
-    with its own request ("第 3 节（共 4 节）… 本节观点：…") and ended with our retry line (bench, 2026-12-03). The
-    paragraphs between were prose; a part left too thin by this is written again by the part's own rules.
-    Sentence by sentence: a closing that said "The lesson in plain words is that …" keeps its other sentences."""
+def drop_echoes(text: str, language: str, instructions: frozenset[str] = frozenset()) -> str:
+    """A part's sentences that repeat its instructions, dropped: a Chinese section of the embedded model opened
+    with its own request ("第 3 节（共 4 节）… 本节观点：…") and ended with our retry line; an English closing ended
+    'Do not start with "In conclusion"; do not mention the reader or the post.' (bench, 2026-12-03). A sentence
+    echoes when it matches ``art.ECHOES`` or shares a run of words with the prompts' own wording
+    (``instructions``, from ``instruction_grams``). A part left too thin by this is written again by its rules."""
+    joiner = "" if art.is_chinese(language) else " "
     kept = []
     for p in paragraphs(text):
-        if not art.echoes_instructions(p):
+        said = art.sentences(p)
+        left = [x for x in said if not (art.echoes_instructions(x) or _grams(x, language) & instructions)]
+        if len(left) == len(said):
             kept.append(p)
-            continue
-        joiner = "" if art.is_chinese(language) else " "
-        left = joiner.join(x for x in art.sentences(p) if not art.echoes_instructions(x)).strip()
-        if left:
-            kept.append(left)
+        elif left:
+            kept.append(joiner.join(x.strip() for x in left))
     return "\n\n".join(kept)
+
+
+ECHO_WORDS = {"en": 6, "zh": 8}  # a run this long (words; Chinese: characters) of a prompt's wording is an echo
+
+
+def _grams(text: str, language: str) -> set[str]:
+    if art.is_chinese(language):
+        flat = re.sub(r"[\W_]+", "", text)
+        n = ECHO_WORDS["zh"]
+        return {flat[i:i + n] for i in range(len(flat) - n + 1)}
+    words = re.findall(r"[a-z0-9']+", text.casefold())
+    n = ECHO_WORDS["en"]
+    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def instruction_grams(templates: Any, language: str) -> frozenset[str]:
+    """The runs of words in the prompts' own text (each template's wording between its placeholders)."""
+    out: set[str] = set()
+    for template in templates:
+        for literal in re.split(r"\$\w+", str(template)):
+            out |= _grams(literal, language)
+    return frozenset(out)
 
 
 def drop_heading_labels(text: str, headings: list[str]) -> str:
