@@ -310,6 +310,20 @@ def test_the_length_floor_is_measured_after_an_extensions_repeated_sentences_are
     assert art.body_length(body, "en") >= 455 and body.count(POOL[4]) == 1
 
 
+def test_a_section_whose_extension_adds_nothing_is_not_asked_again(tmp_path):
+    # bench, 2026-12-03 (Chinese): the last four extensions went to one section, the same reply each time, each
+    # deleted as a repeat; the draft failed its length with the other sections never asked.
+    def stuck(request, user):
+        if "one more paragraph" in user and 'Section "The cache key"' in user:
+            return " ".join(POOL[3:6])  # section 1's first paragraph again
+        return None
+    ctx = make_ctx(tmp_path, writer(stuck), PIPELINE_DRAFT__TARGET_WORDS="480")  # floor 420: the parts give ~380
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    asked = [re.search(r'Section "(.*?)" so far', r.messages[-1]["content"]).group(1) for r in ctx.llm.requests
+             if "one more paragraph" in r.messages[-1]["content"]]
+    assert asked.count("The cache key") == 1 and len(set(asked)) > 1 and result["words"] >= 420
+
+
 def test_the_length_floor_is_enforced(tmp_path):
     ctx = make_ctx(tmp_path, writer(lambda r, u: "" if "one more paragraph" in u else None),
                    PIPELINE_DRAFT__TARGET_WORDS="800")

@@ -444,22 +444,30 @@ class Writer:
     def extend(self) -> None:
         """Short of the length floor: the shortest sections get one more paragraph each (bounded)."""
         floor = self.d.min_length()
+        spent: set[int] = set()  # sections whose extension added nothing: asked the same again, the model says the same
         for _ in range(EXTENSIONS):
-            if art.body_length(self.body(), self.language) >= floor:
+            before = art.body_length(self.body(), self.language)
+            left = [j for j in range(len(self.bodies)) if j not in spent]
+            if before >= floor or not left:
                 return
-            k = min(range(len(self.bodies)), key=lambda j: art.prose_length(self.bodies[j], self.language))
+            k = min(left, key=lambda j: art.prose_length(self.bodies[j], self.language))
             n = self.per_section // 2
             more = self.write("extend", n, 1, f"section {k + 1}, one more paragraph", heading=self.sections[k]["heading"],
                               so_far=self.bodies[k])
             if any(art.near_duplicate(p, more) for p in paragraphs(self.body())):
                 self.repairs.append({"part": f"section {k + 1}", "dropped": more[:120]})
-                continue  # it repeats a paragraph: counting it towards the floor would only delete it afterwards
+                spent.add(k)  # it repeats a paragraph: counting it towards the floor would only delete it afterwards
+                continue
             if more and not part_problems(more, self.language, 1):
                 self.bodies[k] = f"{self.bodies[k]}\n\n{more}"
                 # Its sentences said before go now, so that the floor is measured on what will be kept: a Chinese
                 # draft reached 1,400 characters with two extensions, lost 17 repeated sentences after, and ended
                 # at 1,308 with four extensions unspent (bench, 2026-12-03).
                 self.drop_repeats()
+            if art.body_length(self.body(), self.language) <= before:
+                # Another Chinese draft spent its last four extensions on one section, the same 106 tokens each
+                # time, every one deleted as a repeat (bench, 2026-12-03): the next shortest section is asked instead.
+                spent.add(k)
 
     def article(self) -> tuple[str, list[str]]:
         for name in self.part_names():
