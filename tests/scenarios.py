@@ -231,7 +231,7 @@ def respond(scenario: str, messages: list[dict[str, Any]], tools: list[dict[str,
         return {"content": json.dumps(outline_for(user))}
     if "editor" not in system.lower():
         return {"content": part_for(user)}
-    paragraph = user.split("Paragraph:\n", 1)[-1].split("\n\nYour previous rewrite", 1)[0].strip()
+    paragraph = re.split(r"Paragraph[^\n]*:\n", user, maxsplit=1)[-1].split("\n\nYour previous rewrite", 1)[0].strip()
     if scenario == "echo" and "original's text" not in user:
         return {"content": paragraph}  # the paragraph it was given, unchanged
     if scenario == "lowscore":

@@ -589,7 +589,7 @@ def drafted(tmp_path, rewriter, **env):
     def respond(request: Request):
         user = request.messages[-1]["content"]
         if "editor" in request.system:
-            paragraph = user.split("Paragraph:\n", 1)[1].split("\n\nYour previous rewrite", 1)[0]
+            paragraph = re.split(r"Paragraph[^\n]*:\n", user, maxsplit=1)[1].split("\n\nYour previous rewrite", 1)[0]
             return rewriter(paragraph, user)
         return writer()(request)
     ctx = make_ctx(tmp_path, respond, **env)
@@ -612,6 +612,8 @@ def test_the_weakest_paragraphs_are_rewritten_one_per_call_and_scores_stored(tmp
     # The weakest first: the opening (30), then the paragraph about the cache key (45).
     assert "Nobody planned it." in asked[0].messages[-1]["content"] and "Fixing the key" in asked[1].messages[-1]["content"]
     assert "Section: The cache key" in asked[1].messages[-1]["content"]
+    opening = " ".join(POOL[0:3])
+    assert f"Paragraph ({art.prose_length(opening, 'en')} words;" in asked[0].messages[-1]["content"]  # its length, named
     assert [(p["before"], p["after"], p["kept"]) for p in result["paragraphs"]] == [(30.0, 50.0, True), (45.0, 65.0, True)]
     assert result["passed"] and result["score"] > result["score_before"]
     with ctx.ledger.read() as s:
@@ -766,7 +768,7 @@ def zh_writer(request: Request):
     if user.startswith("写结尾"):
         return "".join(ZH_SENTENCES[27:30])
     if "你是一名编辑" in request.system:
-        paragraph = user.split("段落：\n", 1)[1].split("\n\n你上一次", 1)[0]
+        paragraph = re.split(r"段落[^\n]*：\n", user, maxsplit=1)[1].split("\n\n你上一次", 1)[0]
         return "说白了，就是这样。" + paragraph
     return "".join(ZH_SENTENCES[25:27])
 
