@@ -844,6 +844,15 @@ def test_a_list_in_a_part_becomes_prose_and_an_empty_item_is_dropped_and_named_b
     assert any(c == "open list" for c, _ in checks(body))
 
 
+def test_a_paragraph_whose_colon_introduces_code_or_a_list_is_not_a_fragment():
+    # bench, 2026-12-03: a Chinese draft failed on "…在 `pom.xml` 文件中添加以下配置：" followed by its code block.
+    code = GOOD.replace("\n\n## Sleeps", "\n\nWe added this to the config:\n\n```toml\nkey = 1\n```\n\n## Sleeps", 1)
+    assert not [c for c, _ in checks(code) if c == "fragment"]
+    dangling = GOOD.replace("\n\n## Sleeps", "\n\nWe added this to the config:\n\n## Sleeps", 1)
+    assert [c for c, _ in checks(dangling) if c == "fragment"]
+    assert not draft.part_problems("We cached it.\n\nThe key is now:\n\n```\nhash(lockfile)\n```", "en", 2)
+
+
 def test_a_rewrite_much_shorter_than_its_paragraph_is_rejected():
     original = " ".join(POOL[3:9])
     short = " ".join(POOL[3:5]).replace("afternoon", "day")

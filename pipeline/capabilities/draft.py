@@ -323,7 +323,8 @@ def part_problems(text: str, language: str, min_paragraphs: int) -> list[str]:
         if m:
             why.append(problem(language, "meta", what=what, found=m.group(0)[:40]))
             break
-    if not art.complete_sentence(text):
+    last = art.blocks(text)[-1]
+    if not (last.kind == "code" and last.closed) and not art.complete_sentence(text):  # a section may end in code
         why.append(problem(language, "unfinished"))
     if len(paragraphs(text)) < min_paragraphs:
         why.append(problem(language, "paragraphs", n=min_paragraphs))

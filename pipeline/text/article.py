@@ -248,6 +248,12 @@ def complete_sentence(text: str) -> bool:
     return bool(_COMPLETE.search(text.rstrip()))
 
 
+def introduces(b: Block, after: list[tuple[Block, int]]) -> bool:
+    """Whether paragraph ``b`` ends in a colon that introduces the code or list right after it ("在 `pom.xml` 中
+    添加以下配置：" and its block): a complete thought, not a fragment (a Chinese draft failed on two, bench 2026-12-03)."""
+    return b.text.rstrip().endswith((":", "：")) and bool(after) and after[0][0].kind in ("code", "list")
+
+
 def _key_terms(text: str, language: str) -> set[str]:
     """Content words (English, reduced to a 5-letter stem) or character bigrams (Chinese)."""
     if is_chinese(language) or len(_CJK.findall(text)) > len(_WORD.findall(text)):
@@ -351,7 +357,7 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
             elif not item or item.endswith((":", ",", "：", "，", "、")):
                 out.append(Problem("open list", f"line {b.line}", f"the list ends in an unfinished item '{_snippet(last, 40)}'",
                                    b.line))
-        elif b.kind == "paragraph" and not complete_sentence(b.text):
+        elif b.kind == "paragraph" and not complete_sentence(b.text) and not introduces(b, numbered[i + 1:]):
             out.append(Problem("fragment", _where(b, n, section_of[i]), f"the paragraph ends mid-sentence: '…{b.text.rstrip()[-40:]}'",
                                b.line))
     end = bs[-1]
