@@ -163,7 +163,9 @@ def first_sentence(text: str) -> str:
 
 
 def _same_point(a: str, b: str) -> bool:
-    return _bare(a) == _bare(b) or art.alike(a.casefold(), b.casefold(), 0.75)
+    """Word for word, or all but a word or two. Not lower: "缓存可以显著减少构建时间。" and "并行可以显著减少构建时间。"
+    (0.85 alike) are claims about two different things, and 0.75 refused three Chinese outlines in a row."""
+    return _bare(a) == _bare(b) or art.alike(a.casefold(), b.casefold(), 0.9)
 
 
 def frames(heading: str) -> bool:
