@@ -1,6 +1,6 @@
 # Two commands on a fresh machine:  make run   (the pipeline on the shipped config)
 #                                   make test  (the test suite)
-# While working:                    make test-fast  (the in-process tier: no subprocess, litellm or service; < 30 s)
+# While working:                    make test-fast  (the in-process tier: no subprocess, litellm or service; ~35 s)
 # Each builds .venv from requirements.lock (hash-pinned) the first time.
 
 PYTHON ?= python3
