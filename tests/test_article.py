@@ -57,6 +57,10 @@ def writer(overrides=None):
     return respond
 
 
+def outline_requests(ctx):
+    return [r.messages[-1]["content"] for r in ctx.llm.requests if "<topic>" in r.messages[-1]["content"]]
+
+
 def section_requests(ctx):
     return [r for r in ctx.llm.requests if r.messages[0]["role"] == "system"]
 
@@ -110,7 +114,7 @@ def test_an_outline_with_an_introduction_or_a_thesis_about_the_post_is_fixed_or_
         return json.dumps(plan)
     ctx = make_ctx(tmp_path, writer(framed))
     draft.draft.fn(ctx, add_topic(ctx))
-    outline_asks = [r.messages[-1]["content"] for r in ctx.llm.requests if "<topic>" in r.messages[-1]["content"]]
+    outline_asks = outline_requests(ctx)
     assert len(outline_asks) == 2 and "not meta-text" in outline_asks[1]
     with ctx.ledger.read() as s:
         [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()
@@ -133,7 +137,7 @@ def test_an_outline_with_one_heading_for_several_sections_is_asked_again(tmp_pat
         return json.dumps(plan)
     ctx = make_ctx(tmp_path, writer(repeated))
     result = draft.draft.fn(ctx, add_topic(ctx))
-    outline_asks = [r.messages[-1]["content"] for r in ctx.llm.requests if "<topic>" in r.messages[-1]["content"]]
+    outline_asks = outline_requests(ctx)
     assert len(outline_asks) == 2 and "the same heading" in outline_asks[1] and result["checks"] == "passed"
     twice = GOOD.replace("## Sleeps", "## The cache key")
     assert ("repeated heading", f"line {twice.splitlines().index('## The cache key', 5) + 1}") in checks(twice)
@@ -160,7 +164,7 @@ def test_an_outline_point_given_as_a_paragraph_is_kept_to_its_claim_and_a_point_
         return json.dumps(plan)
     ctx = make_ctx(tmp_path, writer(padded))
     result = draft.draft.fn(ctx, add_topic(ctx))
-    outline_asks = [r.messages[-1]["content"] for r in ctx.llm.requests if "<topic>" in r.messages[-1]["content"]]
+    outline_asks = outline_requests(ctx)
     assert len(outline_asks) == 2 and "make the same point" in outline_asks[1] and result["checks"] == "passed"
     with ctx.ledger.read() as s:
         [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()

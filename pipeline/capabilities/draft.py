@@ -235,9 +235,6 @@ def clean_part(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
-_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)、])(?:\s+|$)")
-
-
 def as_prose(lines: list[str]) -> list[str]:
     """A list the model wrote though asked for paragraphs, as one paragraph of its items; a marker with nothing
     after it is dropped. A published page showed a section's "1. … 2. … 3." with an empty third item, then a
@@ -245,7 +242,7 @@ def as_prose(lines: list[str]) -> list[str]:
     out: list[str] = []
     in_list = False
     for ln in lines:
-        m = _ITEM.match(ln)
+        m = art.LIST_MARKER.match(ln)
         if m is None:
             out.append(ln)
             in_list = False

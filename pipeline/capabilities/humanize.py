@@ -33,7 +33,7 @@ from pipeline.text.content import content_hash
 from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
-from .draft import clean_part, prompt_name
+from .draft import clean_part, problem, prompt_name
 
 TEMPERATURE_STEP = 0.3  # per retry, on top of [humanize] temperature
 TEMPERATURE_MAX = 1.1
@@ -87,21 +87,21 @@ def _passed(result: dict[str, Any]) -> bool:
 
 # Why a rewrite was rejected, in the paragraph's language: the retry quotes it to the model, and a Chinese
 # rewrite told in English answered in English (a held article carried "carefully考虑").
+# "empty", "unfinished" and "cut" are the draft's own words (``draft.PART_PROBLEMS``).
 REJECTED = {
-    "en": {"empty": "it was empty", "dropped": "it dropped $facts (keep every number, name, link and identifier)",
+    "en": {"dropped": "it dropped $facts (keep every number, name, link and identifier)",
            "shorter": "it has $now $unit, the paragraph $was: keep its length and substance",
            "copy": "it is $same the original's text: change the wording and rhythm of every sentence",
-           "shape": "it must be one plain paragraph, no heading, list or code", "unfinished": "it ends mid-sentence",
-           "meta": "it contains $what", "cut": "it was cut off by the length limit"},
-    "zh": {"empty": "内容为空", "dropped": "漏掉了 $facts（每个数字、名称、链接和标识符都要保留）",
+           "shape": "it must be one plain paragraph, no heading, list or code", "meta": "it contains $what"},
+    "zh": {"dropped": "漏掉了 $facts（每个数字、名称、链接和标识符都要保留）",
            "shorter": "只有 $now 字，原段有 $was 字：保持篇幅和内容", "copy": "与原文 $same 相同：每句话的措辞和节奏都要改",
-           "shape": "必须是一个普通段落，不要标题、列表或代码", "unfinished": "最后一句没有写完",
-           "meta": "其中有与题目无关的文字：$what", "cut": "超出了长度上限，被截断"},
+           "shape": "必须是一个普通段落，不要标题、列表或代码", "meta": "其中有与题目无关的文字：$what"},
 }
 
 
 def rejected(language: str, key: str, **values: Any) -> str:
-    return Template(REJECTED["zh" if language == "zh" else "en"][key]).substitute(values)
+    own = REJECTED["zh" if language == "zh" else "en"]
+    return Template(own[key]).substitute(values) if key in own else problem(language, key, **values)
 
 
 def rewrite_problems(original: str, rewrite: str, language: str) -> list[str]:

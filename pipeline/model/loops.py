@@ -21,7 +21,6 @@ class LoopGuard:
 
     def __init__(self) -> None:
         self._parts: list[str] = []
-        self._length = 0
         self._scanned = 0       # characters of the reply already split into sentences
         self._counts: dict[str, int] = {}
         self.looped = False
@@ -31,7 +30,6 @@ class LoopGuard:
         if self.looped or not piece:
             return self.looped
         self._parts.append(piece)
-        self._length += len(piece)
         text = "".join(self._parts)
         for m in _END.finditer(text, self._scanned):
             start, self._scanned = self._scanned, m.end()

@@ -29,7 +29,8 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’_.-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _COMPLETE = re.compile(r"[.!?。！？…]['\"’”)）」』*_`]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s+")
-_BARE_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s*$")  # a list marker with no item after it
+# A list item's marker (Chinese "1、" too), with or without an item after it: the draft turns lists into prose.
+LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d+[.)、])(?:\s+|$)")
 _HEADING = re.compile(r"^(#{1,6})\s*(.*?)\s*#*\s*$")
 
 ECHOES = [
@@ -84,7 +85,7 @@ META = [
      "text about the rewrite request ('你上一次的改写…')"),
 ]
 _META = [(re.compile(p, re.IGNORECASE | re.MULTILINE), what) for p, what in META]
-_ECHOES = [rx for rx, what in _META if (rx.pattern, what) in ECHOES]
+_ECHOES = [re.compile(p, re.IGNORECASE | re.MULTILINE) for p, _ in ECHOES]
 
 
 def echoes_instructions(text: str) -> bool:
@@ -351,7 +352,8 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
         elif b.kind == "list":
             last = b.text.splitlines()[-1]
             item = _LIST.sub("", last).strip()
-            bare = next((ln for ln in b.text.splitlines() if _BARE_ITEM.match(ln)), None)
+            bare = next((ln for ln in b.text.splitlines() if (m := LIST_MARKER.match(ln)) and not ln[m.end():].strip()),
+                        None)
             if bare is not None:  # a published page showed "1. … 2. … 3." with nothing after the 3
                 out.append(Problem("open list", f"line {b.line}", f"the list has an empty item '{bare.strip()}'", b.line))
             elif not item or item.endswith((":", ",", "：", "，", "、")):
