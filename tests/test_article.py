@@ -333,6 +333,56 @@ def test_a_section_whose_extension_adds_nothing_is_not_asked_again(tmp_path):
     assert asked.count("The cache key") == 1 and len(set(asked)) > 1 and result["words"] >= 420
 
 
+def test_an_extension_that_writes_its_section_back_keeps_only_what_is_new(tmp_path):
+    # A Chinese draft on the embedded model (2026-12-03): shown the whole section to lengthen, it wrote the section
+    # back word for word and added one sentence, four times; each reply was dropped as a repeat and the draft
+    # failed its length. The prompt now shows the section's end only, asks about one angle in turn, and what an
+    # extension says again is dropped from it before it is judged.
+    import random
+    rng = random.Random(9)
+    fresh: list[str] = []
+
+    def copies(request, user):
+        if "one more paragraph" not in user:
+            return None
+        heading = re.search(r'Section "(.*?)" so far', user).group(1)
+        k = [x["heading"] for x in outline_for("")["sections"]].index(heading)
+        new = prose_of(40, rng).replace("\n\n", " ")
+        fresh.append(new)
+        start = 3 + 6 * k
+        return " ".join(POOL[start:start + 3]) + "\n\n" + " ".join(POOL[start + 3:start + 6]) + "\n\n" + new
+    ctx = make_ctx(tmp_path, writer(copies), PIPELINE_DRAFT__TARGET_WORDS="480")  # floor 420: the parts give ~380
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    asks = [r.messages[-1]["content"] for r in ctx.llm.requests if "one more paragraph" in r.messages[-1]["content"]]
+    assert asks and result["words"] >= 420
+    with ctx.ledger.read() as s:
+        body = s.exec(select(Article)).one().body
+    counted = [i for i in range(3, 27) if art.sentence_key(POOL[i], "en") is not None]  # "Measure first." may recur
+    assert [body.count(POOL[i]) for i in counted] == [1] * len(counted)  # the copied paragraphs are not in it twice
+    assert any(new[:60] in body for new in fresh)  # what the extension added is
+    first_paragraph = " ".join(POOL[3:6])
+    assert not any(first_paragraph in a for a in asks)  # shown the end of the section, not all of it
+    angles = Prompts().table("parts.en.toml")["angles"]
+    assert len({next(a for a in angles if a in ask) for ask in asks}) == len(asks) or len(asks) > len(angles)
+
+
+def test_a_section_left_empty_by_its_repeats_is_written_again_told_why(tmp_path):
+    # A Chinese draft (2026-12-03): a section said only what earlier ones had, every sentence was deleted, and the
+    # lengthening call showed the model an empty section to continue ("…一节目前的结尾是：“”").
+    def echoing(request, user):
+        if user.startswith("Write section 3 of") and "repeated an earlier section" not in user:
+            return part_for("Write section 1 of 4")
+        return None
+    ctx = make_ctx(tmp_path, writer(echoing), PIPELINE_DRAFT__TARGET_WORDS="480")
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    asks = [r.messages[-1]["content"] for r in ctx.llm.requests]
+    assert any(a.startswith("Write section 3 of") and "repeated an earlier section" in a for a in asks)
+    assert not any('so far ends: ""' in a for a in asks)
+    with ctx.ledger.read() as s:
+        body = s.exec(select(Article)).one().body
+    assert POOL[15] in body and result["words"] >= 420  # section 3's own text
+
+
 def test_the_length_floor_is_enforced(tmp_path):
     ctx = make_ctx(tmp_path, writer(lambda r, u: "" if "one more paragraph" in u else None),
                    PIPELINE_DRAFT__TARGET_WORDS="800")
@@ -681,6 +731,24 @@ def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp
     assert any("rewrite request" in why for why in humanize.rewrite_problems("我们把缓存键改成了锁文件的哈希。", zh, "zh"))
 
 
+def test_a_rewrite_that_says_a_sentence_twice_is_rejected_the_article_keeps_its_checks(tmp_path):
+    # bench, 2026-12-03: a kept rewrite (its score rose) said one of its sentences twice, and the held article
+    # failed the "repeated sentence" check its draft had passed. The article with the rewrite in it is checked.
+    def doubling(p, u):
+        said = rewrite_of(p)
+        return f"{said} {re.split(r'(?<=[.!?]) ', p)[-1]}" if "fails a check" not in u else said
+    with scoring.using(FakeScorer()):
+        ctx, article_id = drafted(tmp_path, doubling, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
+        result = humanize.humanize.fn(ctx, article_id)
+    [record] = result["paragraphs"]
+    first, second = record["attempts"]
+    assert "score" in second
+    assert "the article fails a check it passed: repeated sentence" in first["rejected"] and record["kept"]
+    with ctx.ledger.read() as s:
+        h = s.get(Article, result["article_id"])
+    assert not art.check(h.title, h.body, topic=TOPIC, language="en", min_length=0)
+
+
 def test_facts_are_numbers_names_links_and_identifiers():
     text = "In 2024 Alice moved `make_ci` to GitHub Actions (see https://example.com/ci): 1,200 jobs and cache_key.v2 changed."
     found = art.facts(text, "en")
@@ -851,6 +919,35 @@ def test_a_list_in_a_part_becomes_prose_and_an_empty_item_is_dropped_and_named_b
                                       "data.\n\nWe implemented a new build process.\n\nWe also used a build automation tool.")
     body = GOOD.replace("\n\n## Sleeps", "\n\n1. We cached the keys.\n2. We deleted the sleeps.\n3.\n\n## Sleeps", 1)
     assert any(c == "open list" for c, _ in checks(body))
+
+
+def test_a_list_joins_the_line_that_introduces_it_and_a_title_line_is_not_prose():
+    # A Chinese extension on the embedded model (2026-12-03): "为了进一步优化夜间构建，我们采取了以下措施：" and a
+    # list whose items were separated by blank lines; as prose, the colon's paragraph stood alone and failed as a
+    # fragment. And an opening began "标题：我们的夜间构建…", a 30-character fragment.
+    part = "我们采取了以下措施：\n\n1. **缓存**：我们缓存了依赖。\n\n2. **并行**：我们把测试分成四份。\n\n这样一来构建快了很多。"
+    assert draft.clean_part(part) == "我们采取了以下措施：**缓存**：我们缓存了依赖。**并行**：我们把测试分成四份。\n\n这样一来构建快了很多。"
+    assert draft.clean_part("We did two things:\n- cached the keys.\n- deleted the sleeps.") == \
+        "We did two things: cached the keys. deleted the sleeps."
+    assert draft.clean_part("标题：我们的夜间构建为什么变快了\n\n去年秋天，夜间构建要跑四十分钟。") == "去年秋天，夜间构建要跑四十分钟。"
+    assert draft.clean_part("**Title:** Why builds got faster\nLast autumn the build took forty minutes.") == \
+        "Last autumn the build took forty minutes."
+
+
+def test_a_sentence_said_again_after_a_code_block_is_deleted_as_the_check_reads_it(tmp_path):
+    # A Chinese draft failed its checks on a sentence said again right after a code fence (no blank line between):
+    # read at blank lines, the sentence had the code in front of it and was never found to be a repeat.
+    ctx = make_ctx(tmp_path, writer())
+    topic_id = add_topic(ctx)
+    with ctx.ledger.read() as s:
+        outline = draft._outline(ctx, s.get(Topic, topic_id))
+    w = draft.Writer(ctx, outline)
+    w.article()
+    said = POOL[4]
+    w.bodies[1] = f"{w.bodies[1]}\n\nWe ran it like this:\n```sh\nmake -j4\n```\n{said}"
+    w.drop_repeats()
+    assert w.body().count(said) == 1 and "make -j4" in w.body()
+    assert not [p for p in checks(w.body()) if p[0] == "repeated sentence"]
 
 
 def test_a_paragraph_whose_colon_introduces_code_or_a_list_is_not_a_fragment():

@@ -143,3 +143,16 @@ def test_register_local_provider_is_idempotent_and_lazy():
         assert providers.count("local") == 1 and providers.count("local-raw") == 1
     finally:
         litellm.custom_provider_map[:] = before
+
+
+def test_agent_turns_and_capability_calls_keep_their_own_llama_cpp_slots():
+    # bench, 2026-12-03: left to llama.cpp's choice, the rewrite calls took the agent's slot and the turn after
+    # humanize read its whole conversation again (~15 s of 2 cores). Measured on the embedded model: a prompt cached
+    # in slot 1 is read again from its first token in slot 0 (930 tokens, 16.7 s; 0.16 s in its own slot).
+    from pipeline.model.local.provider import SLOTS, _request
+
+    messages = [{"role": "user", "content": "hi"}]
+    turn, _ = _request(messages, {"tools": TOOLS}, constrained=True)
+    raw_turn, _ = _request(messages, {"tools": TOOLS}, constrained=False)
+    part, _ = _request(messages, {"max_tokens": 10}, constrained=True)
+    assert turn["id_slot"] == raw_turn["id_slot"] == SLOTS["agent"] != part["id_slot"] == SLOTS["capability"]

@@ -230,28 +230,40 @@ def clean_part(text: str) -> str:
     fence = re.match(r"^```(?:markdown|md)?\s*\n(.*?)\n?```$", text, re.DOTALL)
     if fence:
         text = fence.group(1).strip()
-    lines = [ln for ln in text.splitlines() if not re.match(r"^\s*#{1,6}\s", ln)]
+    # No heading lines, and no "标题：…" / "Title: …" line (a Chinese opening began with its article's title so
+    # labelled, and failed as a 30-character fragment; 2026-12-03).
+    lines = [ln for ln in text.splitlines() if not re.match(r"^\s*(#{1,6}\s|(\*\*)?(标题|题目|title)(\*\*)?\s*[:：])", ln, re.I)]
     text = _LABEL.sub("", "\n".join(as_prose(lines)).strip())
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
 def as_prose(lines: list[str]) -> list[str]:
-    """A list the model wrote though asked for paragraphs, as one paragraph of its items; a marker with nothing
-    after it is dropped. A published page showed a section's "1. … 2. … 3." with an empty third item, then a
-    paragraph, then "4. …" (make run, 2026-12-03)."""
+    """A list the model wrote though asked for paragraphs, as one paragraph of its items, joined to the line that
+    introduces it ("…我们采取了以下措施：" alone was a fragment); a marker with nothing after it is dropped. A
+    published page showed a section's "1. … 2. … 3." with an empty third item, then a paragraph, then "4. …"
+    (make run, 2026-12-03). Blank lines between items do not end the list."""
     out: list[str] = []
     in_list = False
-    for ln in lines:
+    for k, ln in enumerate(lines):
         m = art.LIST_MARKER.match(ln)
         if m is None:
+            if in_list and not ln.strip() and any(art.LIST_MARKER.match(x) for x in lines[k + 1:k + 2]):
+                continue  # a blank line between two items
             out.append(ln)
             in_list = False
             continue
         item = ln[m.end():].strip()
         if not item:
             continue
+        if not in_list:
+            blank = len(out)
+            while blank and not out[blank - 1].strip():
+                blank -= 1
+            if blank and out[blank - 1].rstrip().endswith((":", "：")):
+                del out[blank:]
+                in_list = True  # the items continue the sentence that introduces them
         if in_list and out:
-            out[-1] = f"{out[-1]} {item}" if not re.search(r"[\u4e00-\u9fff]", item) else out[-1] + item
+            out[-1] = f"{out[-1].rstrip()} {item}" if not re.search(r"[\u4e00-\u9fff]", item) else out[-1].rstrip() + item
         else:
             out.append(item)
         in_list = True
@@ -259,7 +271,10 @@ def as_prose(lines: list[str]) -> list[str]:
 
 
 def paragraphs(text: str) -> list[str]:
-    return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    """The part's blocks as the article check reads them (a code fence is its own block, blank lines or not):
+    split at blank lines only, a sentence after a code block was read with the code in front of it, so a repeat
+    the check found there was never deleted (a Chinese draft failed on one, 2026-12-03)."""
+    return [b.text for b in art.blocks(text)]
 
 
 def split_paragraph(text: str, language: str) -> list[str]:
@@ -301,10 +316,12 @@ def join_continuation(kept: str, more: str, language: str) -> str:
 PART_PROBLEMS = {
     "en": {"empty": "it was empty", "meta": "it contains $what ('$found'); write about the subject only",
            "unfinished": "it ends mid-sentence", "cut": "it was cut off by the length limit",
-           "paragraphs": "it needs at least $n paragraphs separated by a blank line"},
+           "paragraphs": "it needs at least $n paragraphs separated by a blank line",
+           "repeated": "every sentence of it repeated an earlier section: make this section's own point"},
     "zh": {"empty": "内容为空", "meta": "其中有与题目无关的文字（“$found”）：只写题目本身",
            "unfinished": "最后一句没有写完", "cut": "超出了长度上限，被截断",
-           "paragraphs": "至少要写 $n 段，段与段之间空一行"},
+           "paragraphs": "至少要写 $n 段，段与段之间空一行",
+           "repeated": "每句话都与前面几节重复：只写本节自己的观点"},
 }
 
 
@@ -346,8 +363,10 @@ class Writer:
         listed = "\n".join(f"{i}. {s['heading']}: {s['point']}" for i, s in enumerate(self.sections, 1))
         self.system = ctx.prompts.render(prompt_name("section", self.language), audience=self.d.audience,
                                          style=self.d.style, title=outline.title, thesis=outline.thesis, sections=listed)
-        self.asks = ctx.prompts.table(f"parts.{'zh' if self.language == 'zh' else 'en'}.toml")
-        self.instructions = instruction_grams(self.asks.values(), self.language)
+        asks = ctx.prompts.table(f"parts.{'zh' if self.language == 'zh' else 'en'}.toml")
+        self.angles: list[str] = list(asks.pop("angles"))
+        self.asks: dict[str, str] = asks
+        self.instructions = instruction_grams([*self.asks.values(), *self.angles], self.language)
         self.log: list[dict[str, Any]] = []
         self.repairs: list[dict[str, Any]] = []
         target = self.d.target()
@@ -356,6 +375,7 @@ class Writer:
         self.opening, self.closing = "", ""
         self.bodies: list[str] = [""] * len(self.sections)
         self.asked = self.written = 0  # lengths named in first-attempt prompts, and what came back (``yield_``)
+        self.extended = [0] * len(self.sections)  # paragraphs added to each section by ``extend``
 
     def ask(self, key: str, **values: Any) -> str:
         return Template(self.asks[key]).substitute({k: str(v) for k, v in values.items()}).strip()
@@ -442,32 +462,59 @@ class Writer:
                                         count=len(self.sections), heading=s["heading"], point=s["point"], tail=_tail(tail))
 
     def extend(self) -> None:
-        """Short of the length floor: the shortest sections get one more paragraph each (bounded)."""
+        """Short of the length floor: the shortest sections get one more paragraph each (bounded), each about
+        one of the parts table's ``angles`` in turn (an example, how it was done, a mistake, the trade-off)."""
         floor = self.d.min_length()
         spent: set[int] = set()  # sections whose extension added nothing: asked the same again, the model says the same
+        gutted: set[int] = set()  # sections written again because their repeats left (almost) nothing of them
         for _ in range(EXTENSIONS):
             before = art.body_length(self.body(), self.language)
             left = [j for j in range(len(self.bodies)) if j not in spent]
             if before >= floor or not left:
                 return
             k = min(left, key=lambda j: art.prose_length(self.bodies[j], self.language))
-            n = self.per_section // 2
-            more = self.write("extend", n, 1, f"section {k + 1}, one more paragraph", heading=self.sections[k]["heading"],
-                              so_far=self.bodies[k])
-            if any(art.near_duplicate(p, more) for p in paragraphs(self.body())):
-                self.repairs.append({"part": f"section {k + 1}", "dropped": more[:120]})
-                spent.add(k)  # it repeats a paragraph: counting it towards the floor would only delete it afterwards
-                continue
-            if more and not part_problems(more, self.language, 1):
-                self.bodies[k] = f"{self.bodies[k]}\n\n{more}"
-                # Its sentences said before go now, so that the floor is measured on what will be kept: a Chinese
-                # draft reached 1,400 characters with two extensions, lost 17 repeated sentences after, and ended
-                # at 1,308 with four extensions unspent (bench, 2026-12-03).
+            if art.prose_length(self.bodies[k], self.language) < self.per_section // 4 and k not in gutted:
+                # (Nearly) every sentence it had repeated an earlier section: there is no section to go on from, so
+                # it is written again, told why (a Chinese draft's extension was shown an empty one, 2026-12-03).
+                gutted.add(k)
+                self.write_part(f"section {k + 1}", problem(self.language, "repeated"))
                 self.drop_repeats()
+                continue
+            angle = self.angles[(k + self.extended[k]) % len(self.angles)]
+            self.extended[k] += 1
+            s = self.sections[k]
+            # Only the section's end is shown: shown the whole section, the embedded model wrote it back word for
+            # word and added a sentence (a Chinese draft, 2026-12-03), and every extension was then a repeat.
+            more = self.unsaid(self.write("extend", self.per_section // 2, 1, f"section {k + 1}, one more paragraph",
+                                          heading=s["heading"], point=s["point"], tail=_tail(self.bodies[k]), angle=angle))
+            if not more or any(art.near_duplicate(p, more) for p in paragraphs(self.body())):
+                self.repairs.append({"part": f"section {k + 1}", "dropped": more[:120]})
+                spent.add(k)  # it only repeats the article: counting it towards the floor would delete it afterwards
+                continue
+            if not part_problems(more, self.language, 1):
+                self.bodies[k] = f"{self.bodies[k]}\n\n{more}"
+                self.drop_repeats()  # so that the floor is measured on what will be kept
             if art.body_length(self.body(), self.language) <= before:
-                # Another Chinese draft spent its last four extensions on one section, the same 106 tokens each
-                # time, every one deleted as a repeat (bench, 2026-12-03): the next shortest section is asked instead.
+                # A Chinese draft spent its last four extensions on one section, the same 106 tokens each time,
+                # every one deleted as a repeat (bench, 2026-12-03): the next shortest section is asked instead.
                 spent.add(k)
+
+    def unsaid(self, text: str) -> str:
+        """``text`` without the sentences the article has said already (word for word, or all but a word)."""
+        said = art.SaidBefore(self.language)
+        for part in [self.opening, *self.bodies, self.closing]:
+            for sentence in (x for b in art.blocks(part) if b.kind == "paragraph" for x in art.sentences(b.text)):
+                said.add(sentence, 0)
+        joiner = "" if self.language == "zh" else " "
+        kept = []
+        for p in paragraphs(text):
+            if art.blocks(p)[0].kind == "code":
+                kept.append(p)
+                continue
+            new = [x.strip() for x in art.sentences(p) if said.repeated(x) is None]
+            if new:
+                kept.append(p if len(new) == len(art.sentences(p)) else joiner.join(new))
+        return "\n\n".join(kept)
 
     def article(self) -> tuple[str, list[str]]:
         for name in self.part_names():
@@ -501,6 +548,9 @@ class Writer:
         def without(text: str, name: str) -> str:
             out, changed = [], False
             for p in paragraphs(text):
+                if art.blocks(p)[0].kind == "code":
+                    out.append(p)
+                    continue
                 kept, said_here, known = [], art.sentences(p), len(said.keys)
                 for sentence in said_here:
                     if said.repeated(sentence) is not None:

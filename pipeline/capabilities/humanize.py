@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from string import Template
 from typing import Annotated, Any
@@ -92,10 +93,12 @@ REJECTED = {
     "en": {"dropped": "it dropped $facts (keep every number, name, link and identifier)",
            "shorter": "it has $now $unit, the paragraph $was: keep its length and substance",
            "copy": "it is $same the original's text: change the wording and rhythm of every sentence",
-           "shape": "it must be one plain paragraph, no heading, list or code", "meta": "it contains $what"},
+           "shape": "it must be one plain paragraph, no heading, list or code", "meta": "it contains $what",
+           "check": "with it, the article fails a check it passed: $what"},
     "zh": {"dropped": "漏掉了 $facts（每个数字、名称、链接和标识符都要保留）",
            "shorter": "只有 $now 字，原段有 $was 字：保持篇幅和内容", "copy": "与原文 $same 相同：每句话的措辞和节奏都要改",
-           "shape": "必须是一个普通段落，不要标题、列表或代码", "meta": "其中有与题目无关的文字：$what"},
+           "shape": "必须是一个普通段落，不要标题、列表或代码", "meta": "其中有与题目无关的文字：$what",
+           "check": "换上这一段后，全文有一项原本通过的检查不通过了：$what"},
 }
 
 
@@ -142,6 +145,29 @@ def one_paragraph(text: str, language: str) -> str:
     return joiner.join(joiner.join(line.strip() for line in b.text.splitlines()) for b in bs)
 
 
+def _checks(ctx: RunContext, src: Any) -> Callable[[str, str], list[art.Problem]]:
+    """The article checks the draft passed, as ``breaks(body, before)``: the problems ``body`` has that
+    ``before`` did not (so that a check added since an older draft was stored does not refuse every rewrite)."""
+    from pipeline.ledger.models import Outline, Topic
+
+    with ctx.ledger.read() as s:
+        topic = s.get(Topic, src.topic_id)
+        outline = s.get(Outline, src.outline_id) if src.outline_id is not None else None
+    d = ctx.settings.draft
+    floor = d.min_length() if d.language == src.language else 0
+
+    @functools.lru_cache(maxsize=8)  # the article before a rewrite is checked again for every attempt
+    def found(body: str) -> list[art.Problem]:
+        return art.check(src.title, body, topic=topic.title if topic else src.title, language=src.language,
+                         min_length=floor, thesis=outline.thesis if outline else "")
+
+    def breaks(body: str, before: str) -> list[art.Problem]:
+        known = {(p.check, p.message) for p in found(before)}
+        return [p for p in found(body) if (p.check, p.message) not in known]
+
+    return breaks
+
+
 def _section_of(bs: list[art.Block], i: int) -> str:
     return next((art.heading_text(b) for b in reversed(bs[:i]) if b.kind == "heading"), "")
 
@@ -184,6 +210,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
         if b.kind == "paragraph":
             scores[i] = scoring.score_paragraph(b.text, language).score
     ranked = sorted((i for i, v in scores.items() if v is not None), key=lambda i: scores[i] or 0.0)
+    breaks = _checks(ctx, src)
     system = ctx.prompts.render(prompt_name("rewrite", language))
     lang = "zh" if language == "zh" else "en"
     records: list[dict[str, Any]] = []
@@ -209,6 +236,11 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             problems = rewrite_problems(original, candidate, language)
             if reply.finish_reason == "length" and rejected(language, "unfinished") not in problems:
                 problems.append(rejected(language, "cut"))
+            if not problems:
+                # The published article must pass every check the draft passed: a kept rewrite said one of its
+                # sentences twice, and the held article failed "repeated sentence" (bench, 2026-12-03).
+                problems = [rejected(language, "check", what=f"{p.check}: {p.message}")
+                            for p in breaks("\n\n".join([*texts[:i], candidate, *texts[i + 1:]]), "\n\n".join(texts))[:1]]
             if problems:
                 why = "; ".join(problems)
                 record["attempts"].append({"rejected": why, "temperature": temperature})

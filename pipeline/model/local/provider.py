@@ -100,8 +100,8 @@ def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_
     # its own, so a mapped file was the same weights twice in the process (peak RSS 2,055 MB loaded and answering,
     # against 1,459 MB read; the same 120 tokens in 20.8 s and 20.4 s; loading takes ~1 s more; bench/bench_memory.py).
     p.load_mode = xllamacpp.llama_load_mode.LLAMA_LOAD_MODE_NONE
-    # Two slots: the agent conversation keeps one (llama.cpp routes a request to the slot whose
-    # cached prompt it shares most), so a drafting call in between does not evict its prefix.
+    # Two slots: the agent conversation keeps one, every capability's call uses the other (``SLOTS``), so the
+    # drafting and rewriting calls in between never evict the conversation's cached prefix.
     p.n_parallel = 2
     p.cache_prompt = True
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -146,10 +146,17 @@ def _close() -> None:
     _server = None
 
 
+# A call with tools is an agent turn; one without is a capability's (outline, parts, rewrites). Left to llama.cpp's
+# choice (the slot whose cached prompt a request shares most, else the least recently used), the rewrite calls
+# took the agent's slot: the turn after humanize read its whole conversation again (~20 s, bench 2026-12-03).
+SLOTS = {"agent": 0, "capability": 1}
+
+
 def _request(messages: list[dict[str, Any]], params: dict[str, Any], constrained: bool) -> tuple[dict[str, Any], bool]:
     """The llama.cpp request for one call, and whether its reply is in the JSON protocol."""
     req: dict[str, Any] = {k: params[k] for k in _PASSTHROUGH if params.get(k) is not None}
     tools = params.get("tools")
+    req["id_slot"] = SLOTS["agent" if tools else "capability"]
     tool_choice = params.get("tool_choice") or "auto"
     if tools and constrained and tool_choice != "none":
         req["messages"] = decision_messages(messages, tools)
