@@ -73,7 +73,10 @@ def test_the_draft_is_planned_then_written_section_by_section(tmp_path):
     outline_request = ctx.llm.requests[0]
     assert outline_request.response_format["json_schema"]["name"] == "article_outline"
     schema = outline_request.response_format["json_schema"]["schema"]
-    assert schema["properties"]["sections"]["minItems"] == 3 and schema["properties"]["sections"]["maxItems"] == 6
+    # At most the configured sections ([draft] sections = 4): allowed 6, the embedded model gave 6 short ones.
+    assert schema["properties"]["sections"]["minItems"] == 3 and schema["properties"]["sections"]["maxItems"] == 4
+    assert draft.outline_schema(6)["properties"]["sections"]["maxItems"] == 6 and draft.OUTLINE_SCHEMA["properties"][
+        "sections"]["maxItems"] == 6
     parts = section_requests(ctx)
     assert len(parts) == 6  # opening, four sections, closing: each its own call
     # One system turn for all of them (the model's prompt cache reuses it), the outline in it.
@@ -370,17 +373,33 @@ def test_a_section_left_empty_by_its_repeats_is_written_again_told_why(tmp_path)
     # A Chinese draft (2026-12-03): a section said only what earlier ones had, every sentence was deleted, and the
     # lengthening call showed the model an empty section to continue ("…一节目前的结尾是：“”").
     def echoing(request, user):
-        if user.startswith("Write section 3 of") and "repeated an earlier section" not in user:
+        if user.startswith("Write section 3 of") and "repeated the article" not in user:
             return part_for("Write section 1 of 4")
         return None
     ctx = make_ctx(tmp_path, writer(echoing), PIPELINE_DRAFT__TARGET_WORDS="480")
     result = draft.draft.fn(ctx, add_topic(ctx))
     asks = [r.messages[-1]["content"] for r in ctx.llm.requests]
-    assert any(a.startswith("Write section 3 of") and "repeated an earlier section" in a for a in asks)
+    assert any(a.startswith("Write section 3 of") and "repeated the article" in a for a in asks)
     assert not any('so far ends: ""' in a for a in asks)
     with ctx.ledger.read() as s:
         body = s.exec(select(Article)).one().body
     assert POOL[15] in body and result["words"] >= 420  # section 3's own text
+
+
+def test_a_closing_deleted_whole_as_repeats_is_written_again(tmp_path):
+    # bench, 2026-12-03 (Chinese): every sentence of the closing repeated an earlier one, the closing was deleted,
+    # and the article ended inside its last section; the check passed it (a paragraph ends it either way).
+    def repeating(request, user):
+        if user.startswith("Write the closing") and "repeated the article" not in user:
+            return " ".join(POOL[3:6])
+        return None
+    ctx = make_ctx(tmp_path, writer(repeating))
+    draft.draft.fn(ctx, add_topic(ctx))
+    closings = [r.messages[-1]["content"] for r in ctx.llm.requests if r.messages[-1]["content"].startswith("Write the closing")]
+    assert len(closings) == 2 and "repeated the article" in closings[1]
+    with ctx.ledger.read() as s:
+        body = s.exec(select(Article)).one().body
+    assert body.endswith(" ".join(POOL[27:30]))
 
 
 def test_the_length_floor_is_enforced(tmp_path):
@@ -765,6 +784,24 @@ def test_a_rewrite_is_kept_only_if_its_score_rises(tmp_path):
         result = humanize.humanize.fn(ctx, article_id)
     [record] = result["paragraphs"]
     assert not record["kept"] and all(a.get("score", 99) < record["before"] for a in record["attempts"])
+    # Not better is asked again as at first, hotter: told its score, the embedded model wrote "Your previous
+    # response scored …" into the paragraph (bench, 2026-12-03).
+    first, second = (r.messages[-1]["content"] for r in rewrites(ctx))
+    assert first == second and "scored" not in second and rewrites(ctx)[1].temperature > rewrites(ctx)[0].temperature
+
+
+def test_a_rewrite_request_names_the_facts_the_paragraph_must_keep(tmp_path):
+    # bench, 2026-12-03: "it dropped 'Maven'" rejected both rewrites of one paragraph.
+    with scoring.using(FakeScorer()):
+        ctx, article_id = drafted(tmp_path, lambda p, u: rewrite_of(p), PIPELINE_HUMANIZE__THRESHOLD="40",
+                                  PIPELINE_HUMANIZE__PARAGRAPHS="6")
+        humanize.humanize.fn(ctx, article_id)
+    asks = [r.messages[-1]["content"] for r in rewrites(ctx)]
+    opening = next(a for a in asks if POOL[0] in a)
+    assert re.search(r"Paragraph \(\d+ words; the rewrite keeps about as many; keep exactly: 40, 9\):", opening)
+    for ask in asks:  # named exactly where the paragraph has facts
+        head, paragraph = re.split(r"\n(?=[^\n]*$)|(?<=:)\n", ask.split("\n\n", 1)[1], maxsplit=1)
+        assert ("keep exactly" in head) == bool(art.facts(paragraph, "en"))
 
 
 def test_below_the_threshold_the_run_ends_incomplete_with_one_line_for_the_editor(tmp_path):

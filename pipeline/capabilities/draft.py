@@ -70,6 +70,13 @@ OUTLINE_SCHEMA: dict[str, Any] = {
     },
     "required": ["title", "thesis", "sections"], "additionalProperties": False,
 }
+def outline_schema(sections: int) -> dict[str, Any]:
+    """``OUTLINE_SCHEMA`` with at most the configured number of sections: asked for 4, the embedded model's
+    constrained outline gave 6 (439 tokens, 22 s), and sections of ~60 words each (bench, 2026-12-03)."""
+    items = {**OUTLINE_SCHEMA["properties"]["sections"], "maxItems": max(3, min(6, sections))}
+    return {**OUTLINE_SCHEMA, "properties": {**OUTLINE_SCHEMA["properties"], "sections": items}}
+
+
 FRAME_HEADINGS = {"introduction", "intro", "conclusion", "conclusions", "summary", "overview", "final thoughts",
                   "wrapping up", "引言", "前言", "简介", "介绍", "结论", "总结", "结语", "概述", "小结"}
 OUTLINE_MAX_TOKENS = 700  # English outlines measured 290-400 tokens on the embedded model; 400 cut two mid-JSON
@@ -194,8 +201,8 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
     prompt = ctx.prompts.render(prompt_name("outline", d.language), audience=d.audience, niche=ctx.settings.topic.niche,
                                 title=topic.title, angle=topic.angle or "your choice", sections=d.sections)
     constrained = supports_json_schema(ctx.llm, ctx.ledger)
-    fmt = ({"type": "json_schema", "json_schema": {"name": "article_outline", "schema": OUTLINE_SCHEMA, "strict": True}}
-           if constrained else None)
+    fmt = ({"type": "json_schema", "json_schema": {"name": "article_outline", "schema": outline_schema(d.sections),
+                                                   "strict": True}} if constrained else None)
     why = ""
     retry = ctx.prompts.table(f"parts.{'zh' if d.language == 'zh' else 'en'}.toml")["retry"]
     for _ in range(OUTLINE_ATTEMPTS):
@@ -317,11 +324,11 @@ PART_PROBLEMS = {
     "en": {"empty": "it was empty", "meta": "it contains $what ('$found'); write about the subject only",
            "unfinished": "it ends mid-sentence", "cut": "it was cut off by the length limit",
            "paragraphs": "it needs at least $n paragraphs separated by a blank line",
-           "repeated": "every sentence of it repeated an earlier section: make this section's own point"},
+           "repeated": "every sentence of it repeated the article before it: say what only this part says"},
     "zh": {"empty": "内容为空", "meta": "其中有与题目无关的文字（“$found”）：只写题目本身",
            "unfinished": "最后一句没有写完", "cut": "超出了长度上限，被截断",
            "paragraphs": "至少要写 $n 段，段与段之间空一行",
-           "repeated": "每句话都与前面几节重复：只写本节自己的观点"},
+           "repeated": "每句话都与前面的内容重复：只写这一部分自己要说的"},
 }
 
 
@@ -531,6 +538,12 @@ class Writer:
         self.drop_repeats()
         self.extend()
         self.drop_repeats()
+        for name in ("opening", "closing"):
+            if not getattr(self, name).strip():
+                # Every sentence of it was a repeat: a Chinese draft's closing was deleted whole, and the article
+                # ended inside its last section (bench, 2026-12-03). The check cannot see that; the writer can.
+                self.write_part(name, problem(self.language, "repeated"))
+                self.drop_repeats()
 
     def drop_repeats(self) -> None:
         """A sentence said earlier in the article (word for word, or all but a word), or a paragraph that repeats
