@@ -768,6 +768,19 @@ def test_a_rewrite_that_says_a_sentence_twice_is_rejected_the_article_keeps_its_
     assert not art.check(h.title, h.body, topic=TOPIC, language="en", min_length=0)
 
 
+def test_a_rewrite_that_writes_the_request_header_back_is_cut_to_its_rewrite_or_rejected():
+    # bench, 2026-12-03: a Chinese rewrite began with its request ("…为什么变快了？小节：缓存（Caching）段落（93 字，
+    # 改写后字数相近；原样保留：…）："), its score rose, and it was kept in the held article.
+    seen = ("夜间构建（Nightly Build）为什么变快了？小节：缓存（Caching）段落（93 字，改写后字数相近；原样保留：缓存、Gradle）："
+            "在我们团队的夜间构建中，缓存是关键。我们用的是 Gradle。")
+    assert humanize.without_request(seen) == "在我们团队的夜间构建中，缓存是关键。我们用的是 Gradle。"
+    en = "Article: Why builds got faster Section: Caching Paragraph (38 words; keep exactly: Gradle): We used Gradle."
+    assert humanize.without_request(en) == "We used Gradle."
+    left = "我们用的是 Gradle，改写后字数相近，原样保留：Gradle。"
+    assert any("rewrite request" in why for why in humanize.rewrite_problems("我们用的是 Gradle 构建。", left, "zh"))
+    assert "meta-text" in [c for c, _ in checks(f"We used Gradle. Paragraph (38 words; the rewrite keeps about as many).\n\n{GOOD}")]
+
+
 def test_facts_are_numbers_names_links_and_identifiers():
     text = "In 2024 Alice moved `make_ci` to GitHub Actions (see https://example.com/ci): 1,200 jobs and cache_key.v2 changed."
     found = art.facts(text, "en")

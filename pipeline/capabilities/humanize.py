@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict
 from string import Template
@@ -136,6 +137,16 @@ def rewrite_problems(original: str, rewrite: str, language: str) -> list[str]:
     return why
 
 
+# The request's header written back before the rewrite ("Article: … Section: … Paragraph (93 words; …):" or
+# "文章：… 小节：… 段落（93 字，…）："): what follows it is the rewrite. Anything else of the request that is left is
+# meta-text (``art.ECHOES``), and the rewrite is rejected for it.
+_HEADER = re.compile(r"^.{0,300}?(paragraph \(\d+ words[^)\n]*\):|段落（\d+\s*字[^）\n]*）[:：])\s*", re.IGNORECASE | re.DOTALL)
+
+
+def without_request(text: str) -> str:
+    return _HEADER.sub("", text, count=1)
+
+
 def one_paragraph(text: str, language: str) -> str:
     """A rewrite given as several plain paragraphs, joined into the one it replaces.
 
@@ -237,7 +248,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             budget = int(units * (0.75 if lang == "zh" else 1.4) * 1.6) + 40
             reply = ctx.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": ask}],
                                      max_tokens=budget, temperature=temperature, seed=seed)
-            candidate = one_paragraph(clean_part(reply.text), language)
+            candidate = without_request(one_paragraph(clean_part(reply.text), language))
             problems = rewrite_problems(original, candidate, language)
             if reply.finish_reason == "length" and rejected(language, "unfinished") not in problems:
                 problems.append(rejected(language, "cut"))

@@ -45,6 +45,11 @@ ECHOES = [
     (r"第\s*\d+\s*节（共\s*\d+\s*节）|本节观点[:：]|上一部分结尾是|(上一次|上次)的回答没有通过|请重写[。.]?$|"
      r"只写接下来的内容|为这一节再写一段|你写到这里停下了|用平实的话说出教训|下次还会先做的那件事|直接说出核心观点",
      "the instructions echoed ('第 3 节（共 4 节）… 本节观点：')"),
+    # The rewrite request's header (pipeline/capabilities/humanize.py CONTEXT): a Chinese rewrite began
+    # "…为什么变快了？小节：缓存（Caching）段落（93 字，改写后字数相近；原样保留：…）：", and its score rose (bench, 2026-12-03).
+    (r"\bparagraph \(\d+ words\b|\bthe rewrite keeps about as many\b|\bkeep exactly:|^\s*article:[^\n]*\bsection:",
+     "the rewrite request echoed ('Paragraph (93 words; …):')"),
+    (r"段落（\d+\s*字|改写后字数相近|原样保留[:：]|小节[:：]", "the rewrite request echoed ('小节：… 段落（93 字，…）：')"),
 ]
 # Text about the writing rather than the subject: a model's preamble, placeholders, filler.
 META = [
