@@ -135,7 +135,7 @@ class FakeLLM:
                 if scenario == "down" or (scenario == "flaky" and seen - fake.marks.get(scenario, 0) <= FLAKY_FAILURES):
                     return self._error(503, "Loading model", "unavailable_error")
                 messages = req.get("messages", [])
-                msg = respond(scenario, messages, req.get("tools"), req.get("response_format"), n)
+                msg = respond(scenario, messages, req.get("tools"), req.get("response_format"), n, req.get("temperature"))
                 message = {"role": "assistant", "content": msg.get("content")}
                 if msg.get("tool_calls"):
                     message["tool_calls"] = msg["tool_calls"]

@@ -31,7 +31,8 @@ Scenarios:
     stuck_recover     the same, until the guard's targeted nudge; then honest
     lowscore          honest, but every rewrite it writes for humanize is stock-phrase boilerplate
                       that scores below the threshold, so publish keeps failing
-    echo              honest, but a rewrite returns the draft word for word until told it did
+    echo              honest, but a rewrite returns the draft word for word until asked hotter than the
+                      first rewrite's temperature ([humanize] temperature, 0.9)
     text_placeholder  first writes publish as text with a placeholder ("article_id": <article_id>),
                       then follows the step the nudge names (honest)
     keeps_going       honest up to the report, then calls topic again on every turn, tool_choice "none"
@@ -207,8 +208,11 @@ def agent_turn(scenario: str, messages: list[dict[str, Any]], n: int) -> dict[st
     raise ValueError(f"unknown scenario {scenario!r}")
 
 
+ECHO_UNTIL = 0.9  # the echo scenario copies at up to the first rewrite's temperature
+
+
 def respond(scenario: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-            response_format: dict[str, Any] | None, n: int) -> dict[str, Any]:
+            response_format: dict[str, Any] | None, n: int, temperature: float | None = None) -> dict[str, Any]:
     """The scenario's answer to one request, as an OpenAI-style assistant message (``content``, ``tool_calls``)."""
     fmt = (response_format or {}).get("json_schema", {})
     if fmt.get("name") == "capability_probe":  # pipeline.model.probe: the schema alone names the token to return
@@ -232,7 +236,7 @@ def respond(scenario: str, messages: list[dict[str, Any]], tools: list[dict[str,
     if "editor" not in system.lower():
         return {"content": part_for(user)}
     paragraph = re.split(r"Paragraph[^\n]*:\n", user, maxsplit=1)[-1].split("\n\nYour previous rewrite", 1)[0].strip()
-    if scenario == "echo" and "original's text" not in user:
+    if scenario == "echo" and (temperature or 0.0) <= ECHO_UNTIL:
         return {"content": paragraph}  # the paragraph it was given, unchanged
     if scenario == "lowscore":
         return {"content": LOWSCORE.split("\n\n", 1)[1].replace("\n", " ").strip()}
@@ -332,7 +336,8 @@ def scripted(scenario: str, cfg: LLMConfig | None = None) -> ScriptedModel:
     def responder(request: Request):
         if scenario == "down":
             return provider_error(f"LLM provider for {scenario} unavailable (scripted)")
-        return respond(scenario, request.messages, request.tools, request.response_format, request.n)
+        return respond(scenario, request.messages, request.tools, request.response_format, request.n,
+                       request.temperature)
 
     cfg = cfg or LLMConfig(model=f"scripted/{scenario}", api_key_env="")
     return ScriptedModel(cfg, responder=responder, served_model=served_model(scenario))

@@ -324,10 +324,12 @@ PART_PROBLEMS = {
     "en": {"empty": "it was empty", "meta": "it contains $what ('$found'); write about the subject only",
            "unfinished": "it ends mid-sentence", "cut": "it was cut off by the length limit",
            "paragraphs": "it needs at least $n paragraphs separated by a blank line",
+           "short": "its first paragraph has $have words: write one paragraph of at least $n words",
            "repeated": "every sentence of it repeated the article before it: say what only this part says"},
     "zh": {"empty": "内容为空", "meta": "其中有与题目无关的文字（“$found”）：只写题目本身",
            "unfinished": "最后一句没有写完", "cut": "超出了长度上限，被截断",
            "paragraphs": "至少要写 $n 段，段与段之间空一行",
+           "short": "第一段只有 $have 字：写成一段，至少 $n 字",
            "repeated": "每句话都与前面的内容重复：只写这一部分自己要说的"},
 }
 
@@ -336,8 +338,9 @@ def problem(language: str, key: str, **values: Any) -> str:
     return Template(PART_PROBLEMS["zh" if language == "zh" else "en"][key]).substitute(values)
 
 
-def part_problems(text: str, language: str, min_paragraphs: int) -> list[str]:
-    """The rules one part breaks (the same rules the whole article is checked against)."""
+def part_problems(text: str, language: str, min_paragraphs: int, opening: bool = False) -> list[str]:
+    """The rules one part breaks (the same rules the whole article is checked against; ``opening``: the
+    article's opening paragraph, which has a minimum length)."""
     why = []
     if not text.strip():
         return [problem(language, "empty")]
@@ -351,6 +354,12 @@ def part_problems(text: str, language: str, min_paragraphs: int) -> list[str]:
         why.append(problem(language, "unfinished"))
     if len(paragraphs(text)) < min_paragraphs:
         why.append(problem(language, "paragraphs", n=min_paragraphs))
+    if opening:
+        # The embedded model answered the opening with one 17-word sentence, the article check failed it, and
+        # the part check passed it again, three drafts in a row (bench, 2026-12-03): one rule, checked in both.
+        have, least = art.prose_length(paragraphs(text)[0], language), art.opening_minimum(language)
+        if have < least:
+            why.append(problem(language, "short", have=have, n=least))
     return why
 
 
@@ -438,13 +447,18 @@ class Writer:
             if attempt == 0:
                 self.asked += asked
                 self.written += art.prose_length(text, self.language)
+            opening = name == "opening"
+            if opening and len(paragraphs(text)) > 1 and \
+                    art.prose_length(paragraphs(text)[0], self.language) < art.opening_minimum(self.language):
+                # Asked for one opening paragraph, it wrote a one-line lead and the rest below it: that is one paragraph.
+                text = ("" if self.language == "zh" else " ").join(paragraphs(text))
             problems = ([problem(self.language, "cut")] if cut else []) + \
-                part_problems(text, self.language, min_paragraphs)
+                part_problems(text, self.language, min_paragraphs, opening)
             if min_paragraphs > 1 and len(paragraphs(text)) < min_paragraphs and not cut:
                 parts = [q for p in paragraphs(text) for q in split_paragraph(p, self.language)]
                 if len(parts) >= min_paragraphs:
                     text = "\n\n".join(parts)
-                    problems = part_problems(text, self.language, min_paragraphs)
+                    problems = part_problems(text, self.language, min_paragraphs, opening)
             self.log[-1].update({"part": name, "attempt": attempt + 1, "problems": problems})
             if not problems:
                 return text

@@ -47,9 +47,10 @@ ECHOES = [
      "the instructions echoed ('第 3 节（共 4 节）… 本节观点：')"),
     # The rewrite request's header (pipeline/capabilities/humanize.py CONTEXT): a Chinese rewrite began
     # "…为什么变快了？小节：缓存（Caching）段落（93 字，改写后字数相近；原样保留：…）：", and its score rose (bench, 2026-12-03).
-    (r"\bparagraph \(\d+ words\b|\bthe rewrite keeps about as many\b|\bkeep exactly:|^\s*article:[^\n]*\bsection:",
+    (r"\bparagraph \(\d+ words\b|\bthe rewrite keeps about as many\b|\bwords; write about \d+|\bkeep exactly:|"
+     r"^\s*article:[^\n]*\bsection:",
      "the rewrite request echoed ('Paragraph (93 words; …):')"),
-    (r"段落（\d+\s*字|改写后字数相近|原样保留[:：]|小节[:：]", "the rewrite request echoed ('小节：… 段落（93 字，…）：')"),
+    (r"段落（\d+\s*字|改写后字数相近|改写成约\s*\d+\s*字|原样保留[:：]|小节[:：]", "the rewrite request echoed ('小节：… 段落（93 字，…）：')"),
 ]
 # Text about the writing rather than the subject: a model's preamble, placeholders, filler.
 META = [
@@ -288,6 +289,11 @@ def _snippet(text: str, n: int = 60) -> str:
     return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
+def opening_minimum(language: str) -> int:
+    """The shortest opening paragraph that can state an article's point, in the language's units."""
+    return 40 if is_chinese(language) else 20
+
+
 def check(title: str, body: str, *, topic: str, language: str, min_length: int,
           max_length: int | None = None, thesis: str = "") -> list[Problem]:
     """Every rule the article breaks; empty when it is complete. See the module docstring."""
@@ -309,7 +315,7 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
         out.append(Problem("length", "body", "the body is empty"))
         return out
     first = bs[0]
-    opening_min = 40 if is_chinese(language) else 20
+    opening_min = opening_minimum(language)
     opening_length = prose_length(first.text, language)
     if first.kind != "paragraph" or opening_length < opening_min:
         # Say what was found: "not a paragraph" about a short paragraph left the model nothing to change.
