@@ -61,6 +61,15 @@ def outline_requests(ctx):
     return [r.messages[-1]["content"] for r in ctx.llm.requests if "<topic>" in r.messages[-1]["content"]]
 
 
+def drafted_asks(tmp_path, overrides, starting: str) -> tuple[list[str], str]:
+    """A draft written with ``overrides``: the requests that start with ``starting``, and the stored body."""
+    ctx = make_ctx(tmp_path, writer(overrides))
+    draft.draft.fn(ctx, add_topic(ctx))
+    with ctx.ledger.read() as s:
+        body = s.exec(select(Article)).one().body
+    return [r.messages[-1]["content"] for r in ctx.llm.requests if r.messages[-1]["content"].startswith(starting)], body
+
+
 def section_requests(ctx):
     return [r for r in ctx.llm.requests if r.messages[0]["role"] == "system"]
 
@@ -393,12 +402,8 @@ def test_a_closing_deleted_whole_as_repeats_is_written_again(tmp_path):
         if user.startswith("Write the closing") and "repeated the article" not in user:
             return " ".join(POOL[3:6])
         return None
-    ctx = make_ctx(tmp_path, writer(repeating))
-    draft.draft.fn(ctx, add_topic(ctx))
-    closings = [r.messages[-1]["content"] for r in ctx.llm.requests if r.messages[-1]["content"].startswith("Write the closing")]
+    closings, body = drafted_asks(tmp_path, repeating, "Write the closing")
     assert len(closings) == 2 and "repeated the article" in closings[1]
-    with ctx.ledger.read() as s:
-        body = s.exec(select(Article)).one().body
     assert body.endswith(" ".join(POOL[27:30]))
 
 
@@ -410,12 +415,8 @@ def test_a_one_sentence_opening_is_written_again_told_its_length(tmp_path):
         if user.startswith("Write the opening") and "first paragraph has" not in user:
             return short
         return None
-    ctx = make_ctx(tmp_path, writer(terse))
-    draft.draft.fn(ctx, add_topic(ctx))
-    openings = [r.messages[-1]["content"] for r in ctx.llm.requests if r.messages[-1]["content"].startswith("Write the opening")]
+    openings, body = drafted_asks(tmp_path, terse, "Write the opening")
     assert len(openings) == 2 and "first paragraph has 14 words" in openings[1]
-    with ctx.ledger.read() as s:
-        body = s.exec(select(Article)).one().body
     assert short not in body and not [c for c, _ in checks(body) if c == "opening"]
 
 
