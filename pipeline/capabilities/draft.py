@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from string import Template
 from typing import Annotated, Any
 
@@ -48,6 +49,30 @@ TAIL = 160             # characters of the previous part shown to the next one
 # share the model has written of what it was asked so far in this article (its first attempts), bounded: the
 # model is measured, not assumed, and a short first draft no longer costs lengthening calls afterwards.
 YIELD_BOUNDS = (0.5, 1.25)
+
+
+@dataclass
+class LengthYield:
+    """The share of the lengths named in prompts that a model has written so far, bounded; the length to name
+    for a target is the target divided by it. ``asked``/``written`` may start at a prior (one imagined reply)."""
+
+    bounds: tuple[float, float]
+    asked: float = 0.0
+    written: float = 0.0
+
+    def share(self) -> float:
+        if self.asked <= 0:
+            return 1.0
+        low, high = self.bounds
+        return min(high, max(low, self.written / self.asked))
+
+    def asking(self, units: int) -> int:
+        return max(1, round(units / self.share()))
+
+    def add(self, asked: int, written: int) -> None:
+        self.asked += asked
+        self.written += written
+
 # Model tokens per unit of length: English words (Qwen2.5 measured ~1.35) or Chinese characters (~0.7);
 # a part's budget is 1.6× its target so that it ends by itself, and the continuation handles the rest.
 TOKENS_PER_UNIT = {"en": 1.4, "zh": 0.75}
@@ -338,6 +363,11 @@ def problem(language: str, key: str, **values: Any) -> str:
     return Template(PART_PROBLEMS["zh" if language == "zh" else "en"][key]).substitute(values)
 
 
+def short_lead(text: str, language: str) -> bool:
+    """Whether the first paragraph of ``text`` is shorter than an article's opening may be."""
+    return art.prose_length((paragraphs(text) or [""])[0], language) < art.opening_minimum(language)
+
+
 def part_problems(text: str, language: str, min_paragraphs: int, opening: bool = False) -> list[str]:
     """The rules one part breaks (the same rules the whole article is checked against; ``opening``: the
     article's opening paragraph, which has a minimum length)."""
@@ -354,12 +384,11 @@ def part_problems(text: str, language: str, min_paragraphs: int, opening: bool =
         why.append(problem(language, "unfinished"))
     if len(paragraphs(text)) < min_paragraphs:
         why.append(problem(language, "paragraphs", n=min_paragraphs))
-    if opening:
-        # The embedded model answered the opening with one 17-word sentence, the article check failed it, and
-        # the part check passed it again, three drafts in a row (bench, 2026-12-03): one rule, checked in both.
-        have, least = art.prose_length(paragraphs(text)[0], language), art.opening_minimum(language)
-        if have < least:
-            why.append(problem(language, "short", have=have, n=least))
+    # The embedded model answered the opening with one 17-word sentence, the article check failed it, and the
+    # part check passed it again, three drafts in a row (bench, 2026-12-03): one rule, checked in both.
+    if opening and short_lead(text, language):
+        why.append(problem(language, "short", have=art.prose_length(paragraphs(text)[0], language),
+                           n=art.opening_minimum(language)))
     return why
 
 
@@ -390,7 +419,7 @@ class Writer:
         self.per_section = max(60, (target - self.opening_n - self.closing_n) // len(self.sections))
         self.opening, self.closing = "", ""
         self.bodies: list[str] = [""] * len(self.sections)
-        self.asked = self.written = 0  # lengths named in first-attempt prompts, and what came back (``yield_``)
+        self.lengths = LengthYield(YIELD_BOUNDS)  # lengths named in first-attempt prompts, and what came back
         self.extended = [0] * len(self.sections)  # paragraphs added to each section by ``extend``
 
     def ask(self, key: str, **values: Any) -> str:
@@ -401,14 +430,11 @@ class Writer:
 
     def yield_(self) -> float:
         """The share of the asked length the model has written in this article so far (1.0 before any part)."""
-        if self.asked <= 0:
-            return 1.0
-        low, high = YIELD_BOUNDS
-        return min(high, max(low, self.written / self.asked))
+        return self.lengths.share()
 
     def asking(self, units: int) -> int:
         """The length to name in a prompt for a part whose target is ``units``."""
-        return max(1, round(units / self.yield_()))
+        return self.lengths.asking(units)
 
     def call(self, user: str, units: int) -> tuple[str, bool]:
         reply = self.ctx.llm.complete([{"role": "system", "content": self.system}, {"role": "user", "content": user}],
@@ -445,11 +471,9 @@ class Writer:
                 more, cut = self.call(f"{user}\n\n{self.ask('continue', so_far=kept, words=self.asking(left))}", left)
                 text = join_continuation(kept, more, self.language)
             if attempt == 0:
-                self.asked += asked
-                self.written += art.prose_length(text, self.language)
+                self.lengths.add(asked, art.prose_length(text, self.language))
             opening = name == "opening"
-            if opening and len(paragraphs(text)) > 1 and \
-                    art.prose_length(paragraphs(text)[0], self.language) < art.opening_minimum(self.language):
+            if opening and len(paragraphs(text)) > 1 and short_lead(text, self.language):
                 # Asked for one opening paragraph, it wrote a one-line lead and the rest below it: that is one paragraph.
                 text = ("" if self.language == "zh" else " ").join(paragraphs(text))
             problems = ([problem(self.language, "cut")] if cut else []) + \

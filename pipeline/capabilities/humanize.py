@@ -35,7 +35,7 @@ from pipeline.text.content import content_hash
 from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
 
-from .draft import clean_part, problem, prompt_name
+from .draft import LengthYield, clean_part, problem, prompt_name
 
 TEMPERATURE_STEP = 0.3  # per retry, on top of [humanize] temperature
 TEMPERATURE_MAX = 1.1
@@ -71,7 +71,7 @@ RETRY = {
 CONTEXT = {"en": "Article: $title\nSection: $section\n\nParagraph ($n words; write about $asked$keep):\n$text",
            "zh": "文章：$title\n小节：$section\n\n段落（$n 字，改写成约 $asked 字$keep）：\n$text"}
 YIELD_PRIOR = 0.85  # the share of the asked length assumed before this run's first rewrite is measured
-YIELD_BOUNDS = (0.6, 1.0)
+YIELD_BOUNDS = (0.6, 1.0)  # never asks for less than the paragraph's own length
 # The paragraph's facts are named in the request: a dropped name was the commonest rejection left (bench,
 # 2026-12-03: "it dropped 'Maven'" twice for one paragraph, two model calls lost).
 KEEP = {"en": "; keep exactly: $facts", "zh": "；原样保留：$facts"}
@@ -236,12 +236,8 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     records: list[dict[str, Any]] = []
     number = {i: n for n, i in enumerate(sorted(scores), 1)}
     seed = 0
-    lengths: list[tuple[int, int]] = []  # (asked, written) of this run's rewrites so far
-
-    def yielded() -> float:
-        # The prior counts as one 100-unit rewrite, so a run's own first measurements soon outweigh it.
-        asked, written = 100 + sum(a for a, _ in lengths), 100 * YIELD_PRIOR + sum(w for _, w in lengths)
-        return min(YIELD_BOUNDS[1], max(YIELD_BOUNDS[0], written / asked))
+    # The prior counts as one 100-unit rewrite, so a run's own first measurements soon outweigh it.
+    lengths = LengthYield(YIELD_BOUNDS, asked=100, written=100 * YIELD_PRIOR)
 
     for i in ranked[: h.paragraphs]:
         original, before = texts[i], scores[i]
@@ -251,7 +247,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
         named = sorted(art.facts(original, language))
         keep = Template(KEEP[lang]).substitute(facts=("、" if lang == "zh" else ", ").join(named)) if named else ""
         units = art.prose_length(original, language)
-        asked = max(units, round(units / yielded()))
+        asked = lengths.asking(units)
         user = Template(CONTEXT[lang]).substitute(title=src.title, section=_section_of(bs, i) or src.title, text=original,
                                                   n=units, asked=asked, keep=keep)
         why = ""
@@ -265,7 +261,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
                                      max_tokens=budget, temperature=temperature, seed=seed)
             candidate = without_request(one_paragraph(clean_part(reply.text), language), retry)
             if candidate.strip() and reply.finish_reason != "length":
-                lengths.append((asked, art.prose_length(candidate, language)))
+                lengths.add(asked, art.prose_length(candidate, language))
             problems = rewrite_problems(original, candidate, language)
             if reply.finish_reason == "length" and rejected(language, "unfinished") not in problems:
                 problems.append(rejected(language, "cut"))
