@@ -51,6 +51,30 @@ class FakeModel:
         return Stats(text, ll=-1.0 if text.startswith("Machine") else -4.0)
 
 
+class BatchModel(FakeModel):
+    """The fake with the real model's one-pass scoring of several texts."""
+
+    def __init__(self):
+        super().__init__()
+        self.passes: list[list[str]] = []
+
+    def stats_many(self, texts: list[str]) -> list[Stats]:
+        self.passes.append(list(texts))
+        return [Stats(t, ll=-1.0 if t.startswith("Machine") else -4.0) for t in texts]
+
+
+def test_an_article_is_scored_in_one_model_pass(scorer):
+    """Dequantising the output matrix costs the same for a paragraph as for an article: the paragraphs not
+    scored yet go to the model together, and a paragraph scored before is not scored again."""
+    scorer._model = model = BatchModel()
+    first, second, third = ("Human " + " ".join(["lines a person wrote"] * 10),
+                            "Machine " + " ".join(["lines the model wrote"] * 10), "Human " + " ".join(["more lines"] * 10))
+    scorer.score_paragraph(first, "en")
+    score = scorer.score(f"# T\n\n{first}\n\n{second}\n\n{third}\n", "en")
+    assert len(score.paragraphs) == 3
+    assert model.passes == [[second, third]] and model.calls == 1
+
+
 CAL = Calibration("en", mean=(0.0,) * len(FEATURES), scale=(1.0,) * len(FEATURES),
                   coef=(-2.0, 1.0, 0, 0, 0, 0, 0), intercept=0.0, threshold=40.0)
 

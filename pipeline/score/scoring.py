@@ -252,6 +252,18 @@ class ModelScorer:
                 self._cache[key] = pool_paragraph(text, self.model().stats(text), language)
             return self._cache[key]
 
+    def _prefetch(self, texts: list[str], language: str) -> None:
+        """Score the paragraphs not scored yet in one model pass (see logprobs.ScoringModel.stats_many)."""
+        model = self.model()
+        with self._lock:
+            todo = list(dict.fromkeys(t for t in texts if (language, t) not in self._cache))
+        if len(todo) < 2 or not hasattr(model, "stats_many"):
+            return
+        pooled = [pool_paragraph(t, st, language) for t, st in zip(todo, model.stats_many(todo), strict=True)]
+        with self._lock:
+            for t, p in zip(todo, pooled, strict=True):
+                self._cache.setdefault((language, t), p)
+
     def _value(self, pooled: Pooled, language: str, minimum: int) -> float | None:
         if pooled.n < minimum:
             return None
@@ -269,7 +281,9 @@ class ModelScorer:
         language = language or detect_language(text)
         total = Pooled()
         paragraphs = []
-        for i, para in enumerate(paragraphs_of(text)):
+        texts = paragraphs_of(text)
+        self._prefetch(list(texts), language)
+        for i, para in enumerate(texts):
             paragraphs.append(self._paragraph(i, para, language))
             total.add(self._pooled(para, language))
         value = self._value(total, language, MIN_TOKENS_TOTAL)
