@@ -233,9 +233,11 @@ def respond(scenario: str, messages: list[dict[str, Any]], tools: list[dict[str,
     user = messages[-1]["content"] if messages else ""
     if "<topic>" in user and "JSON" in user:  # the draft's outline (free text: scripted models have no json_schema)
         return {"content": json.dumps(outline_for(user))}
+    if taking_notes(system):
+        return {"content": notes_of(user)}
     if "editor" not in system.lower():
         return {"content": part_for(user)}
-    paragraph = re.split(r"Paragraph[^\n]*:\n", user, maxsplit=1)[-1].split("\n\nYour previous rewrite", 1)[0].strip()
+    paragraph = rewritten_text(user)
     if scenario == "echo" and (temperature or 0.0) <= ECHO_UNTIL:
         return {"content": paragraph}  # the paragraph it was given, unchanged
     if scenario == "lowscore":
@@ -316,6 +318,22 @@ def part_for(user: str) -> str:
         heading = re.search(r'Section "(.*?)" so far', user)
         return EXTRA.get(heading.group(1) if heading else "", " ".join(POOL[30:32]))
     return " ".join(POOL[27:30])
+
+
+def taking_notes(system: str) -> bool:
+    """A request for notes on a paragraph (humanize.notes_on), by its system prompt."""
+    return system.startswith(("You take notes", "你为文章中的一段做笔记"))
+
+
+def notes_of(paragraph: str) -> str:
+    """Scripted notes: the paragraph's sentences, one per line."""
+    return "\n".join(f"- {s}" for s in re.split(r"(?<=[.!?。！？])\s*", paragraph.strip()) if s)
+
+
+def rewritten_text(user: str) -> str:
+    """The text a rewrite request gives: its paragraph, or its notes as one paragraph."""
+    text = re.split(r"Paragraph[^\n]*:\n", user, maxsplit=1)[-1].split("\n\nYour previous rewrite", 1)[0].strip()
+    return " ".join(line.strip().removeprefix("- ") for line in text.splitlines() if line.strip())
 
 
 def rewrite_of(paragraph: str) -> str:

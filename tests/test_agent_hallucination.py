@@ -370,8 +370,13 @@ def test_a_rewrite_that_repeats_the_draft_is_rejected_and_retried(harness):
     [shown] = [json.loads(t.content) for t in ledger.turns(outcome.run_id) if t.tool_call_id == execution.call_id]
     assert set(shown) == {"ok", "article_id", "score", "threshold", "passed"}
     rewrites = [r for r in harness.requests if r.kind == "writing" and "editor" in r.messages[0]["content"]]
-    # Asked again as at first, only hotter: told "100% the same", the model wrote the retry line into the paragraph.
-    assert rewrites[1].messages == rewrites[0].messages and rewrites[1].temperature > rewrites[0].temperature
+    # Not told it copied (told "100% the same", the model wrote the retry line into the paragraph): written next,
+    # hotter, from notes taken on the paragraph, the paragraph itself out of sight.
+    paragraph = rewrites[0].messages[-1]["content"].split(":\n", 1)[1]
+    noted = next(r for r in harness.requests if r.messages[0]["content"].startswith("You take notes"))
+    assert noted.messages[-1]["content"] == paragraph
+    assert "Paragraph from these notes" in rewrites[1].messages[-1]["content"] and paragraph not in rewrites[1].messages[-1]["content"]
+    assert second["from"] == "notes" and rewrites[1].temperature > rewrites[0].temperature
     with ledger.read() as session:
         draft, humanized = session.exec(select(Article).where(Article.run_id == outcome.run_id).order_by(Article.id)).all()
     assert humanized.parent_id == draft.id and humanized.body != draft.body

@@ -20,7 +20,7 @@ from pipeline.text import article as art
 from pipeline.tools.prompts import Prompts
 from pipeline.tools.toolbox import RunContext
 
-from scenarios import POOL, outline_for, part_for, rewrite_of
+from scenarios import POOL, notes_of, outline_for, part_for, rewrite_of, rewritten_text, taking_notes
 
 TOPIC = "Why our nightly builds got faster"
 
@@ -698,9 +698,10 @@ def drafted(tmp_path, rewriter, **env):
 
     def respond(request: Request):
         user = request.messages[-1]["content"]
+        if taking_notes(request.system):
+            return notes_of(user)
         if "editor" in request.system:
-            paragraph = re.split(r"Paragraph[^\n]*:\n", user, maxsplit=1)[1].split("\n\nYour previous rewrite", 1)[0]
-            return rewriter(paragraph, user)
+            return rewriter(rewritten_text(user), user)
         return writer()(request)
     ctx = make_ctx(tmp_path, respond, **env)
     article_id = draft.draft.fn(ctx, add_topic(ctx))["article_id"]
@@ -735,9 +736,10 @@ def test_the_weakest_paragraphs_are_rewritten_one_per_call_and_scores_stored(tmp
     assert POOL[10] in h.body and len(art.blocks(d.body)) == len(art.blocks(h.body))
 
 
-def test_a_copied_rewrite_is_rejected_and_asked_again_as_at_first_hotter(tmp_path):
-    # Told "100% the original's text", the embedded model's Chinese rewrites wrote the retry line into the
-    # paragraph (three runs of five, bench 2026-12-03): a copy is asked again unchanged, only hotter.
+def test_a_copied_rewrite_is_written_next_from_notes_with_the_paragraph_out_of_sight(tmp_path):
+    # Asked again with the paragraph before them, the embedded model's Chinese rewrites came back 96-100 % the
+    # same, retry after retry (bench, 2026-12-03); told "100% the same", they wrote the retry line into the
+    # paragraph. A copy is not told it copied: notes are taken on the paragraph, and it is written from them.
     asked = []
     def copying(p, u):
         asked.append(u)
@@ -747,8 +749,14 @@ def test_a_copied_rewrite_is_rejected_and_asked_again_as_at_first_hotter(tmp_pat
         result = humanize.humanize.fn(ctx, article_id)
     [record] = result["paragraphs"]
     first, second = record["attempts"]
-    assert first["rejected"].startswith("it is 100% the original's text") and second["score"] == 50.0
-    assert asked[0] == asked[1] and rewrites(ctx)[1].temperature > rewrites(ctx)[0].temperature and record["kept"]
+    assert first["rejected"].startswith("it is 100% the original's text") and "from" not in first
+    assert second["from"] == "notes" and second["score"] == 50.0 and record["kept"]
+    opening = " ".join(POOL[0:3])
+    [noted] = [r for r in ctx.llm.requests if taking_notes(r.system)]
+    assert noted.messages[-1]["content"] == opening and record["notes"] == notes_of(opening)
+    assert "Paragraph from these notes" in asked[1] and opening not in asked[1] and "previous rewrite" not in asked[1]
+    assert f"- {POOL[1]}" in asked[1] and "keep exactly: 40, 9" in asked[1]
+    assert rewrites(ctx)[1].temperature > rewrites(ctx)[0].temperature
 
 
 def test_a_rewrite_that_writes_the_retry_line_back_is_cut_to_its_rewrite(tmp_path):
@@ -828,6 +836,13 @@ def test_a_rewrite_that_writes_the_request_header_back_is_cut_to_its_rewrite_or_
     assert humanize.without_request(seen) == "在我们团队的夜间构建中，缓存是关键。我们用的是 Gradle。"
     en = "Article: Why builds got faster Section: Caching Paragraph (38 words; keep exactly: Gradle): We used Gradle."
     assert humanize.without_request(en) == "We used Gradle."
+    # The request written from notes (humanize.FROM_NOTES), written back.
+    assert humanize.without_request("文章：构建 小节：缓存 段落要点（写成约 90 字的一段；原样保留：Gradle）：我们用的是 Gradle。") == \
+        "我们用的是 Gradle。"
+    assert humanize.without_request("Paragraph from these notes (write about 40 words; keep exactly: Gradle): We used Gradle.") == \
+        "We used Gradle."
+    assert any("rewrite request" in why for why in humanize.rewrite_problems(
+        "我们用的是 Gradle 构建。", "我们用的是 Gradle，段落要点（写成约 90 字的一段）。", "zh"))
     left = "我们用的是 Gradle，改写后字数相近，原样保留：Gradle。"
     assert any("rewrite request" in why for why in humanize.rewrite_problems("我们用的是 Gradle 构建。", left, "zh"))
     assert "meta-text" in [c for c, _ in checks(f"We used Gradle. Paragraph (38 words; the rewrite keeps about as many).\n\n{GOOD}")]

@@ -69,7 +69,7 @@ def preflight(cfg: Config, prompts: Prompts, validated: bool = False) -> ClaimRu
         prepare(cfg.state_dir)  # runtime installed, weights assembled and checked: exit 2 here, not mid-run
     suffix = ".zh.md" if cfg.draft.language == "zh" else ".md"
     for name in ("system.md", "task.md", f"nudges.{cfg.agent.language}.toml", f"parts.{cfg.draft.language}.toml",
-                 *(base + suffix for base in ("outline", "section", "rewrite"))):
+                 *(base + suffix for base in ("outline", "section", "rewrite", "notes", "from_notes"))):
         prompts._raw(name)
     return rules
 

@@ -48,9 +48,11 @@ ECHOES = [
     # The rewrite request's header (pipeline/capabilities/humanize.py CONTEXT): a Chinese rewrite began
     # "…为什么变快了？小节：缓存（Caching）段落（93 字，改写后字数相近；原样保留：…）：", and its score rose (bench, 2026-12-03).
     (r"\bparagraph \(\d+ words\b|\bthe rewrite keeps about as many\b|\bwords; write about \d+|\bkeep exactly:|"
+     r"\bparagraph from these notes\b|"
      r"^\s*article:[^\n]*\bsection:",
      "the rewrite request echoed ('Paragraph (93 words; …):')"),
-    (r"段落（\d+\s*字|改写后字数相近|改写成约\s*\d+\s*字|原样保留[:：]|小节[:：]", "the rewrite request echoed ('小节：… 段落（93 字，…）：')"),
+    (r"段落（\d+\s*字|段落要点（|写成约\s*\d+\s*字的一段|"
+     r"改写后字数相近|改写成约\s*\d+\s*字|原样保留[:：]|小节[:：]", "the rewrite request echoed ('小节：… 段落（93 字，…）：')"),
 ]
 # Text about the writing rather than the subject: a model's preamble, placeholders, filler.
 META = [
