@@ -759,6 +759,42 @@ def test_a_copied_rewrite_is_written_next_from_notes_with_the_paragraph_out_of_s
     assert rewrites(ctx)[1].temperature > rewrites(ctx)[0].temperature
 
 
+def test_a_rewrite_no_better_in_the_paragraphs_own_words_is_written_next_from_notes(tmp_path):
+    # A Chinese rewrite 0.93 the same scored no better; asked again as at first, hotter, it came back 100 % the
+    # same, and the paragraph's last attempt was gone (bench, 2026-12-04). The next is written from notes.
+    asked = []
+    near = ("We cut the nightly build from 40 minutes to 9, and most of it was dull work. Nobody planned it. The cache "
+            "was keyed on a lockfile we rebuilt on every run, so each job began cold and fetched half the internet once more.")
+    def nearly(p, u):
+        asked.append(u)
+        return near if len(asked) == 1 else rewrite_of(p)
+    with scoring.using(FakeScorer()):
+        ctx, article_id = drafted(tmp_path, nearly, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
+        result = humanize.humanize.fn(ctx, article_id)
+    [record] = result["paragraphs"]
+    first, second = record["attempts"]
+    assert humanize.NEAR_COPY <= first["similarity"] < humanize.UNCHANGED and first["score"] == record["before"]
+    assert second["from"] == "notes" and second["score"] > record["before"] and record["kept"]
+    assert "Paragraph from these notes" in asked[1] and " ".join(POOL[0:3]) not in asked[1]
+
+
+def test_a_rewrite_no_better_in_its_own_words_is_asked_again_with_the_paragraph(tmp_path):
+    asked = []
+    def different(p, u):
+        asked.append(u)
+        return ("Most of the work was boring, and no one saw it coming. Nobody planned it. We went from 40 minutes to 9 "
+                "once the cache stopped keying on a lockfile rebuilt on every run, which made each job start cold and "
+                "download half the internet.") if len(asked) == 1 else rewrite_of(p)
+    with scoring.using(FakeScorer()):
+        ctx, article_id = drafted(tmp_path, different, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
+        result = humanize.humanize.fn(ctx, article_id)
+    [record] = result["paragraphs"]
+    first = record["attempts"][0]
+    assert first["similarity"] < humanize.NEAR_COPY and first["score"] == record["before"]
+    assert len(asked) == 2 and " ".join(POOL[0:3]) in asked[1]
+    assert not [r for r in ctx.llm.requests if taking_notes(r.system)]
+
+
 def test_a_rewrite_that_writes_the_retry_line_back_is_cut_to_its_rewrite(tmp_path):
     def echoing(p, u):
         if "Your previous rewrite" not in u:

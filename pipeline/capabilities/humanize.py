@@ -7,9 +7,9 @@ order of everything stay as drafted: only the chosen paragraphs' text changes. A
 rejected when it drops a fact of its paragraph (numbers, names, links, code identifiers —
 ``pipeline.text.article.missing_facts``), copies it (difflib ratio ≥ 0.95), adds a heading or a
 list, or ends mid-sentence; it is kept only if its score rises. Rejected or not better, it is
-tried again, hotter, up to ``1 + max_rewrites`` times; after a copy, from notes on the paragraph (``notes_on``)
-with the paragraph itself out of sight. Every paragraph's score before and after
-(and why a rewrite was rejected) is stored with the article (``paragraphs_json``), and both
+tried again, hotter, up to ``1 + max_rewrites`` times; after a copy, or a rewrite no better that kept most of
+its wording (``NEAR_COPY``), from notes on the paragraph (``notes_on``) with the paragraph itself out of
+sight. Every paragraph's score before and after (and why a rewrite was rejected) is stored with the article (``paragraphs_json``), and both
 totals are in the result.
 
 Below ``[humanize] threshold`` after that, nothing is published as if it had passed: the article
@@ -61,6 +61,10 @@ LEXICON = Lexicon(
 # A rewrite this similar to its paragraph (difflib ratio) is a copy, not a rewrite. (The embedded
 # model's real rewrites measured 0.73-0.91: it keeps most of its source's wording.)
 UNCHANGED = 0.95
+# A rewrite that scored no better and is still this similar was written with its paragraph in view: asked again so,
+# hotter, the embedded model's Chinese rewrite came back 100 % the same (a 0.93 rewrite that did not rise, then a
+# copy; bench, 2026-12-04). The next attempt is written from notes, as after a copy.
+NEAR_COPY = 0.85
 SHORTER = 0.85  # a rewrite under this share of its paragraph's length drops substance (and can sink the article)
 RETRY = {
     "en": "Your previous rewrite was rejected: $why. Rewrite the paragraph again.",
@@ -262,6 +266,12 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     # The prior counts as one 100-unit rewrite, so a run's own first measurements soon outweigh it.
     lengths = LengthYield(YIELD_BOUNDS, asked=100, written=100 * YIELD_PRIOR)
 
+    def from_notes(notes: str, i: int, asked: int, keep: str) -> tuple[str, str]:
+        """The system prompt and request that write paragraph ``i`` from ``notes``, the paragraph out of sight."""
+        return (ctx.prompts.render(prompt_name("from_notes", language)),
+                Template(FROM_NOTES[lang]).substitute(title=src.title, section=_section_of(bs, i) or src.title,
+                                                      notes=notes, asked=asked, keep=keep))
+
     for i in ranked[: h.paragraphs]:
         original, before = texts[i], scores[i]
         assert before is not None
@@ -306,19 +316,25 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
                     notes = notes_on(ctx, original, language, seed)
                     if notes:
                         record["notes"] = notes[:300]
-                        writer = ctx.prompts.render(prompt_name("from_notes", language))
-                        user = Template(FROM_NOTES[lang]).substitute(
-                            title=src.title, section=_section_of(bs, i) or src.title, notes=notes, asked=asked, keep=keep)
+                        writer, user = from_notes(notes, i, asked, keep)
                 continue
             measured = scoring.score_paragraph(candidate, language).score
-            record["attempts"].append({"score": measured, "temperature": temperature,
-                                       "similarity": round(similarity(original, candidate), 3), **shown})
+            alike = similarity(original, candidate)
+            record["attempts"].append({"score": measured, "temperature": temperature, "similarity": round(alike, 3),
+                                       **shown})
             if measured is not None and measured > record["after"]:
                 texts[i], record["after"], record["kept"], record["text"] = candidate, measured, True, candidate
                 break
             # Not better: asked again as at first, only hotter. Told its score, the model wrote "Your previous
             # response scored …" into the paragraph (bench, 2026-12-03); a number it cannot see is no help to it.
+            # Not better and still mostly the paragraph's own wording: the next is written from notes, as a copy's is.
             why = ""
+            if alike >= NEAR_COPY and not notes and attempt < h.max_rewrites:
+                seed += 1
+                notes = notes_on(ctx, original, language, seed)
+                if notes:
+                    record["notes"] = notes[:300]
+                    writer, user = from_notes(notes, i, asked, keep)
         records.append(record)
     body = "\n\n".join(texts)
     title = src.title
