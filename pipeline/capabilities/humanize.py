@@ -108,11 +108,13 @@ def _passed(result: dict[str, Any]) -> bool:
 # "empty", "unfinished" and "cut" are the draft's own words (``draft.PART_PROBLEMS``).
 REJECTED = {
     "en": {"dropped": "it dropped $facts (keep every number, name, link and identifier)",
+           "added": "it adds $facts, which the paragraph does not say (invent no number or name)",
            "shorter": "it has $now $unit, the paragraph $was: keep its length and substance",
            "copy": "it is $same the original's text: change the wording and rhythm of every sentence",
            "shape": "it must be one plain paragraph, no heading, list or code", "meta": "it contains $what",
            "check": "with it, the article fails a check it passed: $what"},
     "zh": {"dropped": "漏掉了 $facts（每个数字、名称、链接和标识符都要保留）",
+           "added": "加了原段没有的 $facts（不要编造数字或名称）",
            "shorter": "只有 $now 字，原段有 $was 字：保持篇幅和内容", "copy": "与原文 $same 相同：每句话的措辞和节奏都要改",
            "shape": "必须是一个普通段落，不要标题、列表或代码", "meta": "其中有与题目无关的文字：$what",
            "check": "换上这一段后，全文有一项原本通过的检查不通过了：$what"},
@@ -124,14 +126,21 @@ def rejected(language: str, key: str, **values: Any) -> str:
     return Template(own[key]).substitute(values) if key in own else problem(language, key, **values)
 
 
-def rewrite_problems(original: str, rewrite: str, language: str) -> list[str]:
-    """Why a paragraph's rewrite cannot replace it; empty when it can."""
+def rewrite_problems(original: str, rewrite: str, language: str, context: str = "") -> list[str]:
+    """Why a paragraph's rewrite cannot replace it; empty when it can. ``context``: the article's title and the
+    section's name, whose facts a rewrite may name though its paragraph does not."""
     if not rewrite.strip():
         return [rejected(language, "empty")]
     why = []
     lost = art.missing_facts(original, rewrite, language)
     if lost:
         why.append(rejected(language, "dropped", facts=", ".join(f"'{f}'" for f in lost[:5])))
+    # Written from notes, the embedded model's rewrites named what no note said ("an application written in Python",
+    # "in March" from the notes prompt's example; bench, 2026-12-04): a fact of the article it was not given.
+    given = f"{original}\n{context}".replace(",", "").lower()
+    added = sorted(f for f in art.facts(rewrite, language) if f.replace(",", "").lower() not in given)
+    if added:
+        why.append(rejected(language, "added", facts=", ".join(f"'{f}'" for f in added[:5])))
     was, now = art.prose_length(original, language), art.prose_length(rewrite, language)
     if now < SHORTER * was:  # four shorter rewrites took a 700-word draft to 662 words, under the length floor
         why.append(rejected(language, "shorter", now=now, unit=art.unit(language), was=was))
@@ -164,6 +173,37 @@ def without_request(text: str, retry: str = "") -> str:
     return re.sub(r" {2,}", " ", text.replace(retry, "")).strip() if retry and retry in text else text
 
 
+_FIRST_SENTENCE = re.compile(r"^\s*(.+?(?:[.!?](?=\s)|[。！？?!]|\n|$))", re.DOTALL)
+
+
+def _letters(s: str) -> str:
+    return re.sub(r"[\W_]+", "", s).lower()
+
+
+def without_title(text: str, *titles: str) -> str:
+    """The rewrite without the article's title or its section's name set down as its first sentence: given them in
+    the request's header, the embedded model began Chinese rewrites with the title ('夜间的构建（Nightly Build）为什么变快了？'),
+    one kept that way, two rejected for it as a repeated sentence (bench, 2026-12-04)."""
+    m = _FIRST_SENTENCE.match(text)
+    if not m:
+        return text
+    first = _letters(m.group(1))
+    if first and any(t and similarity(first, _letters(t)) >= 0.85 for t in titles) and text[m.end():].strip():
+        return text[m.end():].strip()
+    # Or, in Chinese, run on into the paragraph with no stop between ('…让团队付出多少代价随着软件项目的不断迭代…').
+    # (An English sentence may well begin with its title's words: "Reading a stack trace … is a skill".)
+    for t in titles:
+        want = _letters(t)
+        if len(want) >= 10 and re.match(r"[\u4e00-\u9fff]", want) and _letters(text).startswith(want):
+            seen = 0
+            for end, ch in enumerate(text):
+                seen += bool(_letters(ch))
+                if seen == len(want):
+                    rest = text[end + 1:].lstrip(" ，,：:？?！!。.")
+                    return rest if rest else text
+    return text
+
+
 def one_paragraph(text: str, language: str) -> str:
     """A rewrite given as several plain paragraphs, joined into the one it replaces.
 
@@ -178,9 +218,16 @@ def one_paragraph(text: str, language: str) -> str:
 
 def notes_on(ctx: RunContext, paragraph: str, language: str, seed: int) -> str:
     """The paragraph's points as short lines, for a rewrite written from them (``FROM_NOTES``)."""
-    system = ctx.prompts.render(prompt_name("notes", language))
+    # The prompt ends in a worked example, sent as a turn of its own: told only "notes, not sentences", the embedded
+    # model's Chinese notes were the paragraph's sentences one per line (4 of 4 in a run; bench, 2026-12-04), and
+    # the rewrite written from them was the paragraph again.
+    system, _, example = ctx.prompts.render(prompt_name("notes", language)).partition("=== example paragraph")
+    shown, _, noted = example.partition("=== example notes")
+    messages = [{"role": "system", "content": system.strip()}]
+    if shown.strip() and noted.strip():
+        messages += [{"role": "user", "content": shown.strip()}, {"role": "assistant", "content": noted.strip()}]
     budget = int(art.prose_length(paragraph, language) * (0.9 if language == "zh" else 1.6)) + 40
-    reply = ctx.llm.complete([{"role": "system", "content": system}, {"role": "user", "content": paragraph}],
+    reply = ctx.llm.complete([*messages, {"role": "user", "content": paragraph}],
                              max_tokens=budget, temperature=0.3, seed=seed)
     text = re.sub(r"^```\w*\s*\n|\n?```$", "", reply.text.strip())
     points = []
@@ -292,10 +339,11 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             budget = int(asked * (0.75 if lang == "zh" else 1.4) * 1.6) + 40
             reply = ctx.llm.complete([{"role": "system", "content": writer}, {"role": "user", "content": ask}],
                                      max_tokens=budget, temperature=temperature, seed=seed)
-            candidate = without_request(one_paragraph(clean_part(reply.text), language), retry)
+            candidate = without_title(without_request(one_paragraph(clean_part(reply.text), language), retry),
+                                      src.title, _section_of(bs, i))
             if candidate.strip() and reply.finish_reason != "length":
                 lengths.add(asked, art.prose_length(candidate, language))
-            problems = rewrite_problems(original, candidate, language)
+            problems = rewrite_problems(original, candidate, language, f"{src.title}\n{_section_of(bs, i)}")
             if reply.finish_reason == "length" and rejected(language, "unfinished") not in problems:
                 problems.append(rejected(language, "cut"))
             if not problems:
