@@ -713,6 +713,24 @@ def rewrites(ctx):
     return [r for r in ctx.llm.requests if "editor" in r.system or "编辑" in r.system]
 
 
+def first_then_fair(first):
+    """A rewriter answering its first ask with ``first(paragraph)`` and every later one fairly, and the asks it got."""
+    asked: list[str] = []
+
+    def rewriter(p, u):
+        asked.append(u)
+        return first(p) if len(asked) == 1 else rewrite_of(p)
+    return rewriter, asked
+
+
+def humanized_one(tmp_path, rewriter):
+    """The draft's weakest paragraph humanized (pass mark 40): the context and that paragraph's record."""
+    with scoring.using(FakeScorer()):
+        ctx, article_id = drafted(tmp_path, rewriter, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
+        [record] = humanize.humanize.fn(ctx, article_id)["paragraphs"]
+    return ctx, record
+
+
 def test_the_weakest_paragraphs_are_rewritten_one_per_call_and_scores_stored(tmp_path):
     with scoring.using(FakeScorer()):
         ctx, article_id = drafted(tmp_path, lambda p, u: rewrite_of(p), PIPELINE_HUMANIZE__THRESHOLD="50",
@@ -740,14 +758,8 @@ def test_a_copied_rewrite_is_written_next_from_notes_with_the_paragraph_out_of_s
     # Asked again with the paragraph before them, the embedded model's Chinese rewrites came back 96-100 % the
     # same, retry after retry (bench, 2026-12-03); told "100% the same", they wrote the retry line into the
     # paragraph. A copy is not told it copied: notes are taken on the paragraph, and it is written from them.
-    asked = []
-    def copying(p, u):
-        asked.append(u)
-        return p if len(asked) == 1 else rewrite_of(p)
-    with scoring.using(FakeScorer()):
-        ctx, article_id = drafted(tmp_path, copying, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
-        result = humanize.humanize.fn(ctx, article_id)
-    [record] = result["paragraphs"]
+    copying, asked = first_then_fair(lambda p: p)
+    ctx, record = humanized_one(tmp_path, copying)
     first, second = record["attempts"]
     assert first["rejected"].startswith("it is 100% the original's text") and "from" not in first
     assert second["from"] == "notes" and second["score"] == 50.0 and record["kept"]
@@ -767,16 +779,10 @@ def test_a_copied_rewrite_is_written_next_from_notes_with_the_paragraph_out_of_s
 def test_a_rewrite_no_better_in_the_paragraphs_own_words_is_written_next_from_notes(tmp_path):
     # A Chinese rewrite 0.93 the same scored no better; asked again as at first, hotter, it came back 100 % the
     # same, and the paragraph's last attempt was gone (bench, 2026-12-04). The next is written from notes.
-    asked = []
     near = ("We cut the nightly build from 40 minutes to 9, and most of it was dull work. Nobody planned it. The cache "
             "was keyed on a lockfile we rebuilt on every run, so each job began cold and fetched half the internet once more.")
-    def nearly(p, u):
-        asked.append(u)
-        return near if len(asked) == 1 else rewrite_of(p)
-    with scoring.using(FakeScorer()):
-        ctx, article_id = drafted(tmp_path, nearly, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
-        result = humanize.humanize.fn(ctx, article_id)
-    [record] = result["paragraphs"]
+    nearly, asked = first_then_fair(lambda p: near)
+    _, record = humanized_one(tmp_path, nearly)
     first, second = record["attempts"]
     assert humanize.NEAR_COPY <= first["similarity"] < humanize.UNCHANGED and first["score"] == record["before"]
     assert second["from"] == "notes" and second["score"] > record["before"] and record["kept"]
@@ -784,16 +790,11 @@ def test_a_rewrite_no_better_in_the_paragraphs_own_words_is_written_next_from_no
 
 
 def test_a_rewrite_no_better_in_its_own_words_is_asked_again_with_the_paragraph(tmp_path):
-    asked = []
-    def different(p, u):
-        asked.append(u)
-        return ("Most of the work was boring, and no one saw it coming. Nobody planned it. We went from 40 minutes to 9 "
-                "once the cache stopped keying on a lockfile rebuilt on every run, which made each job start cold and "
-                "download half the internet.") if len(asked) == 1 else rewrite_of(p)
-    with scoring.using(FakeScorer()):
-        ctx, article_id = drafted(tmp_path, different, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
-        result = humanize.humanize.fn(ctx, article_id)
-    [record] = result["paragraphs"]
+    other = ("Most of the work was boring, and no one saw it coming. Nobody planned it. We went from 40 minutes to 9 "
+             "once the cache stopped keying on a lockfile rebuilt on every run, which made each job start cold and "
+             "download half the internet.")
+    different, asked = first_then_fair(lambda p: other)
+    ctx, record = humanized_one(tmp_path, different)
     first = record["attempts"][0]
     assert first["similarity"] < humanize.NEAR_COPY and first["score"] == record["before"]
     assert len(asked) == 2 and " ".join(POOL[0:3]) in asked[1]
