@@ -137,8 +137,7 @@ def rewrite_problems(original: str, rewrite: str, language: str, context: str = 
         why.append(rejected(language, "dropped", facts=", ".join(f"'{f}'" for f in lost[:5])))
     # Written from notes, the embedded model's rewrites named what no note said ("an application written in Python",
     # "in March" from the notes prompt's example; bench, 2026-12-04): a fact of the article it was not given.
-    given = f"{original}\n{context}".replace(",", "").lower()
-    added = sorted(f for f in art.facts(rewrite, language) if f.replace(",", "").lower() not in given)
+    added = art.missing_facts(rewrite, f"{original}\n{context}", language, ignore_case=True)
     if added:
         why.append(rejected(language, "added", facts=", ".join(f"'{f}'" for f in added[:5])))
     was, now = art.prose_length(original, language), art.prose_length(rewrite, language)
@@ -194,13 +193,12 @@ def without_title(text: str, *titles: str) -> str:
     # (An English sentence may well begin with its title's words: "Reading a stack trace … is a skill".)
     for t in titles:
         want = _letters(t)
-        if len(want) >= 10 and re.match(r"[\u4e00-\u9fff]", want) and _letters(text).startswith(want):
-            seen = 0
-            for end, ch in enumerate(text):
-                seen += bool(_letters(ch))
-                if seen == len(want):
-                    rest = text[end + 1:].lstrip(" ，,：:？?！!。.")
-                    return rest if rest else text
+        if len(want) >= 10 and re.match(r"[\u4e00-\u9fff]", want):
+            # The title's letters in order, whatever stands between them (spaces, brackets, punctuation).
+            run_on = re.match(r"[\W_]*" + r"[\W_]*".join(map(re.escape, want)), text, re.IGNORECASE)
+            if run_on:
+                rest = text[run_on.end():].lstrip(" ，,：:？?！!。.")
+                return rest if rest else text
     return text
 
 
@@ -328,7 +326,8 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
         keep = Template(KEEP[lang]).substitute(facts=("、" if lang == "zh" else ", ").join(named)) if named else ""
         units = art.prose_length(original, language)
         asked = lengths.asking(units)
-        user = Template(CONTEXT[lang]).substitute(title=src.title, section=_section_of(bs, i) or src.title, text=original,
+        section = _section_of(bs, i)
+        user = Template(CONTEXT[lang]).substitute(title=src.title, section=section or src.title, text=original,
                                                   n=units, asked=asked, keep=keep)
         why, notes, writer = "", "", system
         for attempt in range(1 + h.max_rewrites):
@@ -340,10 +339,10 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             reply = ctx.llm.complete([{"role": "system", "content": writer}, {"role": "user", "content": ask}],
                                      max_tokens=budget, temperature=temperature, seed=seed)
             candidate = without_title(without_request(one_paragraph(clean_part(reply.text), language), retry),
-                                      src.title, _section_of(bs, i))
+                                      src.title, section)
             if candidate.strip() and reply.finish_reason != "length":
                 lengths.add(asked, art.prose_length(candidate, language))
-            problems = rewrite_problems(original, candidate, language, f"{src.title}\n{_section_of(bs, i)}")
+            problems = rewrite_problems(original, candidate, language, f"{src.title}\n{section}")
             if reply.finish_reason == "length" and rejected(language, "unfinished") not in problems:
                 problems.append(rejected(language, "cut"))
             if not problems:

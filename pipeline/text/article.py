@@ -438,7 +438,10 @@ def facts(text: str, language: str) -> set[str]:
     return found
 
 
-def missing_facts(original: str, rewrite: str, language: str) -> list[str]:
-    """The facts of ``original`` that ``rewrite`` does not contain."""
-    have = rewrite.replace(",", "")  # 1,200 and 1200 are the same number
-    return sorted(f for f in facts(original, language) if f.replace(",", "") not in have)
+def missing_facts(original: str, rewrite: str, language: str, *, ignore_case: bool = False) -> list[str]:
+    """The facts of ``original`` that ``rewrite`` does not contain (``ignore_case``: in any case)."""
+    def plain(s: str) -> str:
+        s = s.replace(",", "")  # 1,200 and 1200 are the same number
+        return s.lower() if ignore_case else s
+    have = plain(rewrite)
+    return sorted(f for f in facts(original, language) if plain(f) not in have)
