@@ -544,6 +544,22 @@ def test_a_fragment_is_traced_to_its_part_and_only_that_part_is_rewritten(tmp_pa
     assert all(sum(u.startswith(f"Write section {k} of") for u in parts) == 1 for k in range(1, 5))
 
 
+def test_a_second_with_no_first_before_it_is_dropped(tmp_path):
+    # bench, 2026-12-04: a published section opened a paragraph with "Second, it helps to ensure …" under one
+    # that listed nothing; each part is written on its own.
+    def second(request, user):
+        if user.startswith("Write section 2 of"):
+            first, rest = part_for(user).split("\n\n", 1)
+            return f"{first}\n\nSecond, {rest[0].lower()}{rest[1:]}"
+        return None
+    _, body = drafted_asks(tmp_path, second, "Write section 2 of")
+    assert "Second," not in body
+    assert draft.drop_orphan_ordinals("First, name them. Second, expire them.", "en") == \
+        "First, name them. Second, expire them."
+    assert draft.drop_orphan_ordinals("要给开关命名。其次，要设定过期时间。", "zh") == "要给开关命名。要设定过期时间。"
+    assert draft.drop_orphan_ordinals("首先，命名。其次，过期。", "zh") == "首先，命名。其次，过期。"
+
+
 def test_a_stray_heading_line_at_the_end_of_a_part_is_dropped_not_a_fragment():
     # Seen twice on the embedded model: a section ending in the next section's heading as a bare line.
     text = POOL[3] + "\n\n" + POOL[4] + "\n\n**Sleeps and flaky tests**"
@@ -1083,6 +1099,30 @@ def test_a_chinese_article_is_planned_written_checked_and_rewritten_in_chinese(t
     assert body.count("\n## ") == 4 and "说白了" in body
 
 
+def test_a_sound_one_paragraph_section_is_asked_for_one_more_paragraph_not_written_again(tmp_path):
+    # bench, 2026-12-04: 34 of 80 Chinese section calls came back as one paragraph and were written again whole,
+    # told "至少要写 2 段", and came back as one paragraph again; one more paragraph is asked for instead.
+    def respond(request: Request):
+        user = request.messages[-1]["content"]
+        if user.startswith("写第 2 节"):
+            return "".join(ZH_SENTENCES[9:12])  # three sentences: too few to split in two
+        if user.startswith("“休眠与不稳定的测试”一节目前的结尾是"):
+            return "".join(ZH_SENTENCES[12:15])
+        return zh_writer(request)
+    ctx = make_ctx(tmp_path, respond, PIPELINE_DRAFT__LANGUAGE="zh", PIPELINE_DRAFT__TARGET_CHARS="560")
+    result = draft.draft.fn(ctx, add_topic(ctx, "夜间构建为什么变快了"))
+    assert result["checks"] == "passed"
+    asks = [r.messages[-1]["content"] for r in section_requests(ctx)]
+    second = next(k for k, a in enumerate(asks) if a.startswith("写第 2 节"))
+    assert sum(a.startswith("写第 2 节") for a in asks) == 1  # not written again
+    assert asks[second + 1].startswith("“休眠与不稳定的测试”一节目前的结尾是")
+    assert ZH_SENTENCES[11][-12:] in asks[second + 1]  # shown the end of what it wrote
+    with ctx.ledger.read() as s:
+        body = s.get(Article, result["article_id"]).body
+    section = body.split("## 休眠与不稳定的测试\n\n", 1)[1].split("\n\n## ", 1)[0]
+    assert section.split("\n\n") == ["".join(ZH_SENTENCES[9:12]), "".join(ZH_SENTENCES[12:15])]
+
+
 def test_a_part_that_echoes_its_instructions_loses_those_paragraphs_and_is_told_why_in_chinese(tmp_path):
     # bench, 2026-12-03: section 3 of a Chinese article opened with its own request and ended with our retry
     # line, whose reason was English; both were published in the held article.
@@ -1094,13 +1134,13 @@ def test_a_part_that_echoes_its_instructions_loses_those_paragraphs_and_is_told_
             asks.append(user)
             prose = zh_writer(request)
             if len(asks) == 1:
-                return prose.split("\n\n")[0]  # one paragraph: told why, in Chinese
+                return prose + "\n\n这一段写到一半就"  # it ends mid-sentence: told why, in Chinese
             return ("第 3 节（共 4 节）“上传与镜像层”。本节观点：串行上传和冷镜像层白白浪费时间。\n\n" + prose +
                     "\n\n上一次的回答没有通过：至少要写 2 段，段与段之间空一行。请重写。")
         return zh_writer(request)
     ctx = make_ctx(tmp_path, echoing, PIPELINE_DRAFT__LANGUAGE="zh", PIPELINE_DRAFT__TARGET_CHARS="560")
     result = draft.draft.fn(ctx, add_topic(ctx, "夜间构建为什么变快了"))
-    assert "至少要写 2 段" in asks[1] and "paragraphs" not in asks[1]
+    assert "最后一句没有写完" in asks[1] and "mid-sentence" not in asks[1]
     with ctx.ledger.read() as s:
         body = s.get(Article, result["article_id"]).body
     assert "本节观点" not in body and "请重写" not in body and "".join(ZH_SENTENCES[9:12]) in body
