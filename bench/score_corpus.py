@@ -47,8 +47,9 @@ def features(model, row: dict) -> dict:
     # calibration that this script's output is for.
     total = scoring.Pooled()
     paragraphs = []
-    for para in scoring.paragraphs_of(row["text"]):
-        pooled = scoring.pool_paragraph(para, model.stats(para), row["lang"])
+    texts = scoring.paragraphs_of(row["text"])
+    for para, stats in zip(texts, model.stats_many(texts), strict=True):  # one pass, as an article's paragraphs are
+        pooled = scoring.pool_paragraph(para, stats, row["lang"])
         paragraphs.append({"n": pooled.n, **pooled.features()})
         total.add(pooled)
     return {"id": row["id"], "sha": digest(row["text"]), "n": total.n, **total.features(), "paragraphs": paragraphs}

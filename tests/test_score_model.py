@@ -142,8 +142,10 @@ def test_streamed_statistics_equal_a_dense_log_softmax(scorer):
     """The running sums over blocks of the output matrix give what the whole distribution at each position gives."""
     import numpy as np
 
+    from pipeline.model.local.logprobs import WINDOW
+
     model = scorer.model()
-    ids, _ = model.tokenize(HUMAN)
+    ids = model.tokenize(HUMAN)[0][:WINDOW]
     hidden, targets = model.hidden(ids)[:-1], np.asarray(ids[1:])
     ll, mean, var, logrank = model._positions(hidden, targets)
     dense = model._out.block(0, model._out.vocab)
@@ -167,3 +169,21 @@ def test_an_articles_paragraphs_in_one_pass_score_as_one_by_one(scorer):
         alone = model.stats(text)
         assert stats.n == alone.n and (stats.end == alone.end).all()
         assert np.allclose(stats.ll, alone.ll, atol=1e-4) and np.allclose(stats.var, alone.var, atol=1e-4)
+
+
+def test_a_paragraph_longer_than_a_window_has_each_token_predicted_once_from_its_window(scorer):
+    import numpy as np
+
+    from pipeline.model.local.logprobs import windows
+
+    model = scorer.model()
+    text = " ".join([" ".join(HUMAN.split())] * 3)
+    ids, ends = model.tokenize(text)
+    plan = windows(len(ids))
+    assert len(plan) >= 3
+    stats = model.stats(text)
+    assert stats.n == len(ids) - 1 and list(stats.end) == ends[1:]
+    start, end, skip = plan[1]
+    ll, mean, _var, _rank = model._positions(model.hidden(ids[start:end])[skip:-1], np.asarray(ids[start + skip + 1:end]))
+    at = plan[0][1] - 1  # the first window predicted tokens 1 .. end - 1
+    assert np.allclose(stats.ll[at:at + len(ll)], ll, atol=1e-4) and np.allclose(stats.mean[at:at + len(ll)], mean, atol=1e-4)

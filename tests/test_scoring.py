@@ -224,3 +224,17 @@ def test_the_feedback_quotes_the_weakest_paragraphs(scorer):
     text = "# T\n\nMachine " + "lines the model wrote " * 10 + "\n\nHuman " + "lines a person wrote " * 10
     note = scoring.feedback(text, scorer.score(text, "en"), 40)
     assert 'paragraph 1 (' in note and '"Machine lines' in note
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 127, 128, 129, 191, 192, 578])
+def test_a_paragraph_is_read_in_windows_that_predict_each_token_once_with_context(n):
+    """llama.cpp computes every position's logits too: 1.3 MB a token of the longest window, kept. Windows of 128
+    bound that; each token after the first is predicted once, from at least 64 tokens (or all) before it."""
+    from pipeline.model.local.logprobs import CONTEXT, WINDOW, windows
+
+    plan = windows(n)
+    predicted = [t for start, end, skip in plan for t in range(start + skip + 1, end)]
+    assert predicted == list(range(1, n))
+    assert all(end - start <= WINDOW for start, end, _ in plan)
+    assert plan[:1] == ([(0, min(n, WINDOW), 0)] if n > 1 else [])
+    assert all(skip >= CONTEXT for _, _, skip in plan[1:])

@@ -64,7 +64,8 @@ from .scores import (  # noqa: F401  (re-exported: the scorer's API)
 )
 
 METHOD = "fdg-lr"          # Fast-DetectGPT curvature + perplexity features, logistic calibration
-METHOD_VERSION = 1
+# 2: a paragraph past 128 tokens is read in windows (logprobs.windows) instead of whole; calibrated again on that.
+METHOD_VERSION = 2
 FEATURES = ("curvature", "log_ppl", "entropy", "log_rank", "burstiness", "stock_phrases", "sentence_cv")
 # Below these many predicted tokens a number would be noise: the verdict is too_short instead. A
 # paragraph's floor is measured per language (calibration file: where paragraph scores start to tell

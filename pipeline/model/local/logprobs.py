@@ -3,15 +3,15 @@
 llama.cpp's server returns the probabilities of *generated* tokens only. In embedding mode with
 pooling ``none`` it returns, for every input token, the final normalised hidden state: the vector
 that the output matrix turns into logits. So the hidden states from llama.cpp (quantised, threaded,
-in-process) times the output matrix, read once from the GGUF and kept as float32 beside it, give the
-whole next-token distribution at every position. Checked against llama.cpp's own ``n_probs`` for the
-next token of a sentence: 0.2255 here, 0.2273 there (the quantised matmul's rounding); the top five
-tokens in the same order.
+in-process) times the output matrix give the whole next-token distribution at every position. Checked
+against llama.cpp's own ``n_probs`` for the next token of a sentence: 0.2255 here, 0.2273 there (the
+quantised matmul's rounding); the top five tokens in the same order.
 
-The output matrix is read where it lies: the GGUF's own Q8_0 tensor, memory-mapped (145 MB), dequantised a
-block of rows at a time into the same float32 values a dense copy held. The dense float32 copy beside the GGUF
-was 545 MB of the scorer's 1,337 MB peak (bench/bench_memory.py). A block's logits for every position of the text
-feed running sums (an online log-sum-exp), so no position's full distribution is ever held.
+The output matrix is the GGUF's own Q8_0 tensor (145 MB), read from the file a block of rows at a time and
+dequantised into the same float32 values a dense copy would hold: a dense float32 copy was 545 MB of the scorer's
+1,337 MB peak, and the tensor memory-mapped was 145 MB more of the process's resident memory once a pass had
+touched it (bench/bench_memory.py). A block's logits for every position of the text feed running sums (an
+online log-sum-exp), so no position's full distribution is ever held.
 
 Chosen over llama-cpp-python's ``logits_all`` (an sdist: every fresh install compiles llama.cpp) and
 over a second runtime: xllamacpp is already the embedded model's runtime, and this route adds numpy
@@ -32,8 +32,14 @@ from typing import Any
 from ...errors import ConfigError
 from . import assets
 
-# llama.cpp embeds a sequence in one micro-batch; longer paragraphs are scored in windows of this.
-WINDOW = 1024
+# llama.cpp embeds a sequence in one micro-batch, and computes the logits of every position of it as well (this
+# module reads the hidden states and never those logits): 1.3 MB a token, kept at the longest sequence it has seen
+# (616 MB loaded; 1,143 MB after a 400-token paragraph, 1,675 MB after an 800-token one; bench/bench_memory.py).
+# So a paragraph is read in windows of WINDOW tokens; after the first, a window's first CONTEXT tokens are context
+# for the rest, not predicted again. Of the score corpus's paragraphs, 95 % fit in one window (their scores are
+# what a whole-paragraph pass gives); a token further on is predicted from at least CONTEXT tokens before it.
+WINDOW = 128
+CONTEXT = 64
 ROWS = 4096  # output rows (vocabulary entries) per block: 4,096 x 896 float32 = 15 MB, and 4,096 logits a position
 
 _lock = threading.Lock()
@@ -136,14 +142,10 @@ class ScoringModel:
             hidden, targets, counts = [], [], []
             for ids, _ends in tokenized:
                 count = 0
-                # Windows overlap by one token so that every token after the first is predicted once.
-                for start in range(0, max(len(ids) - 1, 0), WINDOW - 1):
-                    window = ids[start:start + WINDOW]
-                    if len(window) < 2:
-                        break
-                    hidden.append(self.hidden(window)[:-1])
-                    targets.append(np.asarray(window[1:], dtype=np.int64))
-                    count += len(window) - 1
+                for start, end, skip in windows(len(ids)):
+                    hidden.append(self.hidden(ids[start:end])[skip:-1])
+                    targets.append(np.asarray(ids[start + skip + 1:end], dtype=np.int64))
+                    count += end - start - skip - 1
                 counts.append(count)
             if hidden:
                 columns = self._positions(np.concatenate(hidden), np.concatenate(targets))
@@ -215,30 +217,55 @@ class ScoringModel:
         return ll, mean, var, np.log(above + 1.0)
 
 
+def windows(n: int) -> list[tuple[int, int, int]]:
+    """How a sequence of ``n`` tokens is read: per window, ``(start, end, skip)``. The hidden states at positions
+    ``start + skip`` … ``end - 2`` predict tokens ``start + skip + 1`` … ``end - 1``; the first ``skip`` are context.
+    Every token after the first is predicted once, the first window's from all the tokens before it, a later
+    window's from at least ``CONTEXT``."""
+    out: list[tuple[int, int, int]] = []
+    first = 1  # the next token to predict
+    while first < n:
+        start = max(0, first - 1 - CONTEXT) if out else 0
+        end = min(n, start + WINDOW)
+        out.append((start, end, first - 1 - start))
+        first = end
+    return out
+
+
 class OutputLayer:
-    """The scoring model's output matrix as the GGUF stores it (memory-mapped, quantised), rows dequantised on
-    demand: ``block(lo, hi)`` and ``rows(ids)`` are float32, exactly the values a dense dequantised copy holds."""
+    """The scoring model's output matrix as the GGUF stores it (quantised), rows read from the file and dequantised
+    on demand: ``block(lo, hi)`` and ``rows(ids)`` are float32, exactly the values a dense dequantised copy holds.
+    Read, not mapped: a pass touches every row, and mapped rows stay in the process's resident memory (145 MB)."""
 
     def __init__(self, path: Path) -> None:
         import gguf
+        import numpy as np
 
         reader = gguf.GGUFReader(str(path))
         tensor = next((t for t in reader.tensors if t.name == "output.weight"), None)
         if tensor is None:  # tied embeddings: the input matrix is the output matrix
             tensor = next(t for t in reader.tensors if t.name == "token_embd.weight")
-        self._gguf = gguf
-        self._data, self._type = tensor.data, tensor.tensor_type  # rows: one vocabulary entry each
-        self.vocab = int(self._data.shape[0])
-        self.nbytes = int(self._data.nbytes)
+        self._gguf, self._np = gguf, np
+        self._type, self._dtype = tensor.tensor_type, tensor.data.dtype
+        self.vocab, self._width = (int(x) for x in tensor.data.shape)  # a row: one vocabulary entry
+        self._row_bytes = self._width * self._dtype.itemsize
+        self._offset = int(tensor.data_offset)
+        self.nbytes = self.vocab * self._row_bytes
+        del reader, tensor  # the reader maps the whole file
+        self._fd = os.open(path, os.O_RDONLY)
         # A dense float32 copy earlier versions kept beside the GGUF: 545 MB of disk nothing reads now.
         for stale in (path.with_name(path.name + ".output-f32.npy"), path.with_name(path.name + ".output-f32.npy.sha256")):
             stale.unlink(missing_ok=True)
 
+    def _read(self, lo: int, hi: int) -> Any:
+        raw = os.pread(self._fd, (hi - lo) * self._row_bytes, self._offset + lo * self._row_bytes)
+        return self._np.frombuffer(raw, dtype=self._dtype).reshape(hi - lo, self._width)
+
     def block(self, lo: int, hi: int) -> Any:
-        return self._dequantize(self._data[lo:hi])
+        return self._dequantize(self._read(lo, min(hi, self.vocab)))
 
     def rows(self, ids: Any) -> Any:
-        return self._dequantize(self._data[ids])
+        return self._dequantize(self._np.concatenate([self._read(int(i), int(i) + 1) for i in ids]))
 
     def _dequantize(self, raw: Any) -> Any:
         if self._type != self._gguf.GGMLQuantizationType.Q8_0:
