@@ -531,17 +531,32 @@ def test_what_a_repair_round_adds_to_reach_the_floor_is_cleared_of_repeats(tmp_p
 def test_a_fragment_is_traced_to_its_part_and_only_that_part_is_rewritten(tmp_path):
     seen = {"n": 0}
 
-    def fragment_once(request, user):
-        if user.startswith("Write the closing"):
+    def fragment_twice(request, user):
+        if user.startswith("Write section 2 of"):
             seen["n"] += 1
-            if seen["n"] == 1:  # ends on a complete sentence, but its first paragraph does not
-                return "Measure first and the boring fixes\n\n" + " ".join(POOL[27:30])
+            if seen["n"] <= 2:  # both of the part's attempts end mid-sentence: the article's check finds it
+                return part_for(user) + " Measure first and the boring fixes"
         return None
-    ctx = make_ctx(tmp_path, writer(fragment_once))
+    ctx = make_ctx(tmp_path, writer(fragment_twice))
     draft.draft.fn(ctx, add_topic(ctx))
     parts = [r.messages[-1]["content"] for r in section_requests(ctx)]
-    assert sum(u.startswith("Write the closing") for u in parts) == 2
-    assert all(sum(u.startswith(f"Write section {k} of") for u in parts) == 1 for k in range(1, 5))
+    again = [u for u in parts if u.startswith("Write section 2 of")]
+    assert len(again) == 3 and "fragment" in again[2]
+    assert all(sum(u.startswith(f"Write section {k} of") for u in parts) == 1 for k in (1, 3, 4))
+    assert sum(u.startswith("Write the closing") for u in parts) == 1
+
+
+def test_a_middle_paragraph_that_ends_mid_sentence_ends_at_its_last_sentence_not_rewritten(tmp_path):
+    # bench, 2026-12-04: a Chinese section's middle paragraph ended in '…”'; the part's rules look at its end, the
+    # article's check failed it, two repair rounds wrote the section again with the same, and the draft was lost.
+    def cut_inside(request, user):
+        if user.startswith("Write section 2 of"):
+            first, rest = part_for(user).split("\n\n", 1)
+            return f"{first} Then we called it \"the boring\"\n\n{rest}"
+        return None
+    asks, body = drafted_asks(tmp_path, cut_inside, "Write section 2 of")
+    assert len(asks) == 1  # not written again
+    assert "Then we called it" not in body and part_for(asks[0]).split("\n\n")[0] in body
 
 
 def test_a_second_with_no_first_before_it_is_dropped(tmp_path):

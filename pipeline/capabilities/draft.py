@@ -333,6 +333,23 @@ def trim_to_sentence(text: str) -> str:
     return text[: cut + 1].rstrip() if cut > 0 else ""
 
 
+def inner_ends_at_sentences(text: str) -> str:
+    """Each paragraph of a part but its last ends at its last complete sentence (one that is nothing else goes).
+    The part's rules look at where it ends; the article's check found a Chinese section's middle paragraph ending
+    in '…”', two repair rounds wrote the section again with the same, and the whole draft was lost (bench,
+    2026-12-04). A paragraph whose colon introduces the code or list after it is complete as it is."""
+    bs = art.blocks(text)
+    kept, changed = [], False
+    for k, b in enumerate(bs):
+        body = b.text
+        if b.kind == "paragraph" and k < len(bs) - 1 and not art.complete_sentence(body) and \
+                not art.introduces(b, [(x, 0) for x in bs[k + 1:k + 2]]):
+            body, changed = trim_to_sentence(body), True
+        if body.strip():
+            kept.append(body)
+    return "\n\n".join(kept) if changed else text
+
+
 def join_continuation(kept: str, more: str, language: str) -> str:
     if not kept:
         return more
@@ -470,6 +487,7 @@ class Writer:
                 left = max(units - art.prose_length(kept, self.language), units // 3)
                 more, cut = self.call(f"{user}\n\n{self.ask('continue', so_far=kept, words=self.asking(left))}", left)
                 text = join_continuation(kept, more, self.language)
+            text = inner_ends_at_sentences(text)
             if attempt == 0:
                 self.lengths.add(asked, art.prose_length(text, self.language))
             opening = name == "opening"
