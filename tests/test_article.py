@@ -546,14 +546,19 @@ def test_a_fragment_is_traced_to_its_part_and_only_that_part_is_rewritten(tmp_pa
     assert sum(u.startswith("Write the closing") for u in parts) == 1
 
 
+def section_two_as(edit):
+    """An override for ``writer``: section 2 as ``edit(its first paragraph, the rest)`` of its scripted text."""
+    def override(request, user):
+        if user.startswith("Write section 2 of"):
+            return edit(*part_for(user).split("\n\n", 1))
+        return None
+    return override
+
+
 def test_a_middle_paragraph_that_ends_mid_sentence_ends_at_its_last_sentence_not_rewritten(tmp_path):
     # bench, 2026-12-04: a Chinese section's middle paragraph ended in '…”'; the part's rules look at its end, the
     # article's check failed it, two repair rounds wrote the section again with the same, and the draft was lost.
-    def cut_inside(request, user):
-        if user.startswith("Write section 2 of"):
-            first, rest = part_for(user).split("\n\n", 1)
-            return f"{first} Then we called it \"the boring\"\n\n{rest}"
-        return None
+    cut_inside = section_two_as(lambda first, rest: f"{first} Then we called it \"the boring\"\n\n{rest}")
     asks, body = drafted_asks(tmp_path, cut_inside, "Write section 2 of")
     assert len(asks) == 1  # not written again
     assert "Then we called it" not in body and part_for(asks[0]).split("\n\n")[0] in body
@@ -562,11 +567,7 @@ def test_a_middle_paragraph_that_ends_mid_sentence_ends_at_its_last_sentence_not
 def test_a_second_with_no_first_before_it_is_dropped(tmp_path):
     # bench, 2026-12-04: a published section opened a paragraph with "Second, it helps to ensure …" under one
     # that listed nothing; each part is written on its own.
-    def second(request, user):
-        if user.startswith("Write section 2 of"):
-            first, rest = part_for(user).split("\n\n", 1)
-            return f"{first}\n\nSecond, {rest[0].lower()}{rest[1:]}"
-        return None
+    second = section_two_as(lambda first, rest: f"{first}\n\nSecond, {rest[0].lower()}{rest[1:]}")
     _, body = drafted_asks(tmp_path, second, "Write section 2 of")
     assert "Second," not in body
     assert draft.drop_orphan_ordinals("First, name them. Second, expire them.", "en") == \

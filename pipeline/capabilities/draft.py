@@ -518,11 +518,7 @@ class Writer:
         the embedded model rewrote the whole section, as one paragraph again in 34 of 80 Chinese section calls
         (bench, 2026-12-04), at a section's cost each time; one more paragraph costs half of one. "" when what
         it writes only repeats the article or breaks a part's rule."""
-        k = int(values["number"]) - 1
-        angle = self.angles[(k + self.extended[k]) % len(self.angles)]
-        self.extended[k] += 1
-        more = self.unsaid(self.write("extend", self.per_section // 2, 1, f"{name}, second paragraph",
-                                      heading=values["heading"], point=values["point"], tail=_tail(text), angle=angle), text)
+        more = self.another_paragraph(int(values["number"]) - 1, text, f"{name}, second paragraph")
         if not more or art.near_duplicate(text, more) or part_problems(more, self.language, 1):
             self.repairs.append({"part": name, "dropped": more[:120]})
             return ""
@@ -564,13 +560,7 @@ class Writer:
                 self.write_part(f"section {k + 1}", problem(self.language, "repeated"))
                 self.drop_repeats()
                 continue
-            angle = self.angles[(k + self.extended[k]) % len(self.angles)]
-            self.extended[k] += 1
-            s = self.sections[k]
-            # Only the section's end is shown: shown the whole section, the embedded model wrote it back word for
-            # word and added a sentence (a Chinese draft, 2026-12-03), and every extension was then a repeat.
-            more = self.unsaid(self.write("extend", self.per_section // 2, 1, f"section {k + 1}, one more paragraph",
-                                          heading=s["heading"], point=s["point"], tail=_tail(self.bodies[k]), angle=angle))
+            more = self.another_paragraph(k, self.bodies[k], f"section {k + 1}, one more paragraph")
             if not more or any(art.near_duplicate(p, more) for p in paragraphs(self.body())):
                 self.repairs.append({"part": f"section {k + 1}", "dropped": more[:120]})
                 spent.add(k)  # it only repeats the article: counting it towards the floor would delete it afterwards
@@ -582,6 +572,17 @@ class Writer:
                 # A Chinese draft spent its last four extensions on one section, the same 106 tokens each time,
                 # every one deleted as a repeat (bench, 2026-12-03): the next shortest section is asked instead.
                 spent.add(k)
+
+    def another_paragraph(self, k: int, section: str, name: str) -> str:
+        """One more paragraph for section ``k + 1`` (so far ``section``), about the next of its angles, without the
+        sentences the article has said. Only the section's end is shown: shown the whole section, the embedded model
+        wrote it back word for word and added a sentence (a Chinese draft, 2026-12-03), and every extension was then
+        a repeat."""
+        angle = self.angles[(k + self.extended[k]) % len(self.angles)]
+        self.extended[k] += 1
+        s = self.sections[k]
+        return self.unsaid(self.write("extend", self.per_section // 2, 1, name, heading=s["heading"], point=s["point"],
+                                      tail=_tail(section), angle=angle), section)
 
     def unsaid(self, text: str, writing: str = "") -> str:
         """``text`` without the sentences the article has said already (word for word, or all but a word), the
@@ -717,6 +718,24 @@ def drop_heading_lines(text: str, headings: list[str]) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
 
+# "Second, …" where nothing came first: each part is written on its own, and a section of the embedded model's
+# opened a paragraph with "Second, it helps to ensure …" under a paragraph that listed nothing (bench, 2026-12-04).
+_LATER = {"en": re.compile(r"(^|(?<=[.!?]\s)|(?<=\n))(Second|Secondly|Third|Thirdly)\s*,\s*(\w)", re.MULTILINE),
+          "zh": re.compile(r"(^|(?<=[。！？])|(?<=\n))(其次|再次|第二|第三)\s*[，,]\s*", re.MULTILINE)}
+_FIRST = {"en": re.compile(r"\b(first|firstly)\b", re.IGNORECASE), "zh": re.compile(r"首先|第一")}
+
+
+def drop_orphan_ordinals(text: str, language: str) -> str:
+    """A "Second," / "其次，" that opens a sentence of ``text`` with no "first" / "首先" before it, dropped."""
+    lang = "zh" if art.is_chinese(language) else "en"
+
+    def fix(m: re.Match[str]) -> str:
+        if _FIRST[lang].search(text, 0, m.start()):
+            return m.group(0)
+        return m.group(1) + (m.group(3).upper() if lang == "en" else "")
+    return _LATER[lang].sub(fix, text)
+
+
 def drop_echoes(text: str, language: str, instructions: frozenset[str] = frozenset()) -> str:
     """A part's sentences that repeat its instructions, dropped: a Chinese section of the embedded model opened
     with its own request ("第 3 节（共 4 节）… 本节观点：…") and ended with our retry line; an English closing ended
@@ -829,20 +848,3 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
     return {"article_id": row.id, "title": title, art.unit(d.language): checks["length"],
             "sections": len(writer.sections), "checks": "passed"}
 
-
-# "Second, …" where nothing came first: each part is written on its own, and a section of the embedded model's
-# opened a paragraph with "Second, it helps to ensure …" under a paragraph that listed nothing (bench, 2026-12-04).
-_LATER = {"en": re.compile(r"(^|(?<=[.!?]\s)|(?<=\n))(Second|Secondly|Third|Thirdly)\s*,\s*(\w)", re.MULTILINE),
-          "zh": re.compile(r"(^|(?<=[。！？])|(?<=\n))(其次|再次|第二|第三)\s*[，,]\s*", re.MULTILINE)}
-_FIRST = {"en": re.compile(r"\b(first|firstly)\b", re.IGNORECASE), "zh": re.compile(r"首先|第一")}
-
-
-def drop_orphan_ordinals(text: str, language: str) -> str:
-    """A "Second," / "其次，" that opens a sentence of ``text`` with no "first" / "首先" before it, dropped."""
-    lang = "zh" if art.is_chinese(language) else "en"
-
-    def fix(m: re.Match[str]) -> str:
-        if _FIRST[lang].search(text, 0, m.start()):
-            return m.group(0)
-        return m.group(1) + (m.group(3).upper() if lang == "en" else "")
-    return _LATER[lang].sub(fix, text)
