@@ -487,6 +487,38 @@ def test_a_sentence_said_twice_is_deleted_where_it_is_repeated(tmp_path):
     assert checks(GOOD.replace("We deleted them.", "We deleted them. We deleted them.")) == []  # too short to count
 
 
+def test_a_sentence_that_says_a_long_run_of_an_earlier_one_again_is_deleted_and_named_by_the_check(tmp_path):
+    # bench, 2026-12-04, a stored English article: "… as developers may spend a significant amount of time debugging,
+    # which can lead to decreased focus and reduced efficiency" in three sections, each time in a new sentence.
+    run = "developers may spend a significant amount of time debugging, which can lead to decreased focus"
+    first, again = f"Flaky tests hurt because {run}.", f"Worse still, {run} and slower reviews."
+
+    def repeats(request, user):
+        if user.startswith("Write section 1 of"):
+            return part_for(user).replace(". ", f". {first} ", 1)
+        if user.startswith("Write section 3 of"):
+            return part_for(user).replace(". ", f". {again} ", 1)
+        return None
+    ctx = make_ctx(tmp_path, writer(repeats))
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    with ctx.ledger.read() as s:
+        row = s.get(Article, result["article_id"])
+    assert first in row.body and again not in row.body
+    assert {"part": "section 3", "dropped": again[:120]} in json.loads(row.checks_json)["repairs"]
+    assert ("repeated sentence", "paragraph 6, line 15") in checks(GOOD.replace(
+        "Measure where", f"Slow builds cost us because {run}. Measure where").replace(
+        "Each job started cold.", f"Each job started cold, and {run}."))
+    # a shorter run said twice is the writer's, not a repeat (9 words here)
+    nine = "a significant amount of time debugging which can lead"
+    assert not [c for c, _ in checks(GOOD.replace("Each job started cold.", f"Each job started cold: {nine} nowhere.")
+                                     .replace("Measure where", f"Then {nine} somewhere. Measure where")) if c == "repeated sentence"]
+    zh = "开发者可能会花大量时间调试这些不稳定的测试用例"  # 23 characters
+    assert art.SaidBefore("zh").repeated(f"更糟的是，{zh}，评审也慢了。") is None
+    said = art.SaidBefore("zh")
+    said.add(f"不稳定的测试很伤人，因为{zh}。", 2)
+    assert said.repeated(f"更糟的是，{zh}，评审也慢了。") == 2
+
+
 # Section 2's first paragraph in other words: no sentence is near enough another to count as said again, the
 # paragraph as a whole is (seen on the embedded model: "We identified and removed unnecessary dependencies …"
 # as paragraphs 8, 10 and 12, and written again by both repair rounds).
@@ -1180,6 +1212,26 @@ def test_a_sentence_that_echoes_the_closing_instructions_is_dropped_and_the_rest
     assert draft.drop_echoes("我们先改了缓存键。不要用“总而言之”开头，不要提“读者”或“本文”。", "zh", zh_grams) == "我们先改了缓存键。"
     # and the scripted articles' prose shares no run with the prompts
     assert not draft._grams(" ".join(POOL), "en") & grams and not draft._grams("".join(ZH_SENTENCES), "zh") & zh_grams
+
+
+def test_a_prompts_wording_used_as_a_label_is_dropped_and_the_sentence_it_labels_kept():
+    # bench, 2026-12-04, a stored English section: the extend angle's own phrases, each too short for an echo run,
+    # labelled three sentences of one paragraph.
+    def prompts(language):
+        asks = Prompts().table(f"parts.{language}.toml")
+        return draft.instruction_grams([*asks.pop("angles"), *asks.values()], language)  # as the writer reads them
+    grams = prompts("en")
+    labelled = ("One concrete time it happened: We were building a large project. What went wrong or slow: the "
+                "dependencies were not built in parallel. What you changed: We used make -j, and the wait: it went.")
+    assert draft.drop_echoes(labelled, "en", grams) == (
+        "We were building a large project. The dependencies were not built in parallel. We used make -j, "
+        "and the wait: it went.")
+    # a label of the writer's own is prose, however it starts
+    own = "The cache key: it was wrong. What we changed first: the key."
+    assert draft.drop_echoes(own, "en", grams) == own
+    zh_grams = prompts("zh")
+    assert draft.drop_echoes("哪里出了问题或变慢了：依赖是串行构建的。缓存键：写错了。", "zh", zh_grams) == \
+        "依赖是串行构建的。缓存键：写错了。"
 
 
 def test_a_list_in_a_part_becomes_prose_and_an_empty_item_is_dropped_and_named_by_the_check():

@@ -744,7 +744,7 @@ def drop_echoes(text: str, language: str, instructions: frozenset[str] = frozens
     (``instructions``, from ``instruction_grams``). A part left too thin by this is written again by its rules."""
     joiner = "" if art.is_chinese(language) else " "
     kept = []
-    for p in paragraphs(text):
+    for p in paragraphs(drop_instruction_labels(text, language, instructions)):
         said = art.sentences(p)
         left = [x for x in said if not (art.echoes_instructions(x) or _grams(x, language) & instructions)]
         if len(left) == len(said):
@@ -755,6 +755,47 @@ def drop_echoes(text: str, language: str, instructions: frozenset[str] = frozens
 
 
 ECHO_WORDS = {"en": 6, "zh": 8}  # a run this long (words; Chinese: characters) of a prompt's wording is an echo
+LABEL_WORDS = {"en": 3, "zh": 4}  # a sentence's label this long (words; Chinese: characters) can be a prompt's wording
+# A label at a sentence's start: up to 60 characters, no sentence end, then a colon and the sentence it labels.
+_SENTENCE_LABEL = re.compile(r"(^|(?<=[.!?。！？])[ \t]*)(\*\*)?([^\n.!?:：。！？*]{3,60}?)(\*\*)?[ \t]*[:：][ \t]*(\*\*)?(\S)",
+                    re.MULTILINE)
+
+
+def drop_instruction_labels(text: str, language: str, instructions: frozenset[str]) -> str:
+    """A prompt's own wording used as a label inside prose, dropped, and the sentence after it kept: asked for a
+    paragraph on "one concrete time it happened: the job, what went wrong or slow, and what you changed", the
+    embedded model wrote "One concrete time it happened: We were building … What went wrong or slow: The large
+    project … What you changed: We used …" into a published section (bench, 2026-12-04). Shorter than a run
+    ``drop_echoes`` knows (``ECHO_WORDS``), the labels escaped it. A label is dropped when all of its words are a
+    run of one prompt's wording (``instructions`` holds every such run of ``ECHO_WORDS``, so a shorter label is
+    looked for inside them)."""
+    if not instructions:
+        return text
+    zh = art.is_chinese(language)
+
+    def said_in_prompt(label: str) -> bool:
+        if zh:
+            flat = re.sub(r"[\W_]+", "", label)
+            if len(flat) < LABEL_WORDS["zh"]:
+                return False
+            if len(flat) >= ECHO_WORDS["zh"]:
+                return _grams(label, language) <= instructions
+            return any(flat in g for g in instructions)
+        words = re.findall(r"[a-z0-9']+", label.casefold())
+        if len(words) < LABEL_WORDS["en"]:
+            return False
+        if len(words) >= ECHO_WORDS["en"]:
+            return _grams(label, language) <= instructions
+        run = f" {' '.join(words)} "
+        return any(run in f" {g} " for g in instructions)
+
+    def fix(m: re.Match[str]) -> str:
+        if not said_in_prompt(m.group(3)):
+            return m.group(0)
+        first = m.group(6)
+        return m.group(1) + (first if zh else first.upper())  # what was labelled starts the sentence now
+
+    return _SENTENCE_LABEL.sub(fix, text)
 
 
 def _grams(text: str, language: str) -> set[str]:
