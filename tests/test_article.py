@@ -111,6 +111,28 @@ def test_an_off_topic_outline_title_is_replaced_by_the_topic(tmp_path):
     assert result["title"] == TOPIC
 
 
+def test_a_thesis_that_opens_by_describing_the_post_keeps_its_claim_and_is_not_asked_again(tmp_path):
+    # make run, 2026-12-04: "This blog post explores …" in three outline attempts, told why each time; the draft
+    # was lost (52 s) and the agent started again from a new outline.
+    def about_itself(request, user):
+        if "<topic>" not in user:
+            return None
+        plan = outline_for(user)
+        plan["thesis"] = "This blog post explores how a cache key and a few deleted sleeps cut our nightly build."
+        plan["sections"][1]["point"] = "This post shows that parallel uploads saved eleven minutes."
+        return json.dumps(plan)
+    ctx = make_ctx(tmp_path, writer(about_itself))
+    draft.draft.fn(ctx, add_topic(ctx))
+    assert len(outline_requests(ctx)) == 1
+    with ctx.ledger.read() as s:
+        [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()
+    assert outline.thesis == "How a cache key and a few deleted sleeps cut our nightly build."
+    assert json.loads(outline.sections_json)[1]["point"] == "Parallel uploads saved eleven minutes."
+    assert draft.claim_of("本文探讨了缓存键和并行上传如何缩短夜间构建。") == "缓存键和并行上传如何缩短夜间构建。"
+    with pytest.raises(ValueError, match="meta-text"):  # nothing left to claim: refused, as before
+        draft.parse_outline(json.dumps({**outline_for("<topic>x</topic>"), "thesis": "This post explores it."}))
+
+
 def test_an_outline_with_an_introduction_or_a_thesis_about_the_post_is_fixed_or_asked_again(tmp_path):
     answers = []
 

@@ -45,7 +45,10 @@ from . import assets
 
 MODEL = "qwen2.5-coder-1.5b"
 PROVIDERS = {"local": True, "local-raw": False}  # provider -> constrained
-N_CTX = 8192
+# Shared by the two slots (``SLOTS``): 2,048 tokens each. The longest call of a run is ~850 tokens (prompt and reply;
+# agent turns ~620), and a request over a slot's size fails with llama.cpp's own "exceeds the available context size".
+# The KV cache is allocated, and resident, whole: 8,192 held 112 MB more at every moment of a run (bench/bench_memory.py).
+N_CTX = 4096
 # A decision is ~20 tokens; the cap only bounds a runaway final answer.
 DECISION_MAX_TOKENS = 384
 _PASSTHROUGH = ("temperature", "top_p", "max_tokens", "stop", "seed")
