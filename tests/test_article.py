@@ -129,6 +129,11 @@ def test_a_thesis_that_opens_by_describing_the_post_keeps_its_claim_and_is_not_a
     assert outline.thesis == "How a cache key and a few deleted sleeps cut our nightly build."
     assert json.loads(outline.sections_json)[1]["point"] == "Parallel uploads saved eleven minutes."
     assert draft.claim_of("本文探讨了缓存键和并行上传如何缩短夜间构建。") == "缓存键和并行上传如何缩短夜间构建。"
+    # the same run's next outline: "In this blog post, we explore …" passed as a thesis, and the opening said "This
+    # blog post will …"
+    assert draft.claim_of("In this blog post, we explore the practical steps that sped up nightly builds.") == \
+        "The practical steps that sped up nightly builds."
+    assert ("meta-text", "line 5") in checks(GOOD.replace("Each job started cold.", "In this post, we explore the cold start."))
     with pytest.raises(ValueError, match="meta-text"):  # nothing left to claim: refused, as before
         draft.parse_outline(json.dumps({**outline_for("<topic>x</topic>"), "thesis": "This post explores it."}))
 
@@ -289,9 +294,11 @@ def test_a_preamble_fails_the_step(tmp_path):
     ctx = make_ctx(tmp_path, writer(lambda r, u: preamble if u.startswith("Write the opening") else None))
     with pytest.raises(CapabilityError, match=r"meta-text \(line 1\): a preamble"):
         draft.draft.fn(ctx, add_topic(ctx))
-    # The opening was asked for again, told why.
-    retry = [r for r in ctx.llm.requests if r.messages[-1]["content"].startswith("Write the opening")][1]
-    assert "preamble" in retry.messages[-1]["content"]
+    # The opening was asked for again, told why: what it said, and what to do, not the check's name (told "meta-text",
+    # the embedded model wrote "the presence of meta-text in the build script" into the article; make run, 2026-12-04).
+    retries = [r.messages[-1]["content"] for r in ctx.llm.requests if r.messages[-1]["content"].startswith("Write the opening")][1:]
+    assert retries and all("it talks about the writing, not the subject ('Sure, here's" in r for r in retries)
+    assert not any("meta-text" in r for r in retries)
 
 
 def test_a_short_draft_gets_more_paragraphs_until_the_floor(tmp_path):
@@ -1237,13 +1244,13 @@ def test_a_sentence_that_echoes_the_closing_instructions_is_dropped_and_the_rest
 
 
 def test_a_prompts_wording_used_as_a_label_is_dropped_and_the_sentence_it_labels_kept():
-    # bench, 2026-12-04, a stored English section: the extend angle's own phrases, each too short for an echo run,
-    # labelled three sentences of one paragraph.
+    # bench, 2026-12-04, a stored English section ("One concrete time it happened: …", the angle then): the extend
+    # angle's own phrases, each too short for an echo run, labelled three sentences of one paragraph.
     def prompts(language):
         asks = Prompts().table(f"parts.{language}.toml")
         return draft.instruction_grams([*asks.pop("angles"), *asks.values()], language)  # as the writer reads them
     grams = prompts("en")
-    labelled = ("One concrete time it happened: We were building a large project. What went wrong or slow: the "
+    labelled = ("A time it happened to you: We were building a large project. What was slow or broken: the "
                 "dependencies were not built in parallel. What you changed: We used make -j, and the wait: it went.")
     assert draft.drop_echoes(labelled, "en", grams) == (
         "We were building a large project. The dependencies were not built in parallel. We used make -j, "

@@ -189,9 +189,10 @@ def parse_outline(text: str) -> dict[str, Any]:
 
 # "This blog post explores …" at the start of a thesis or point: the post describing itself before its claim.
 _ABOUT_ITSELF = re.compile(
-    r"^\s*(the|this|our) (article|post|blog post|piece|essay)\s+(also\s+)?(will\s+)?"
+    r"^\s*((the|this|our) (article|post|blog post|piece|essay)|in this (article|post|blog post|piece),?\s+(we|i))"
+    r"\s+(also\s+)?(will\s+|'ll\s+)?"
     r"(explores?|discuss(es)?|examines?|delves? into|covers?|outlines?|describes?|looks? at|shares?|explains?|"
-    r"highlights?|shows?|argues?|aims? to (show|explain|explore|discuss))\s+(that\s+)?"
+    r"highlights?|shows?|argues?|aims? to (show|explain|explore|discuss)|(take )?a look at)\s+(that\s+)?"
     r"|^\s*(本文|这篇文章|本篇文章?)(将|主要)?(探讨|介绍|讨论|阐述|分析|讲述|分享|说明)(了)?[，,：:]?", re.IGNORECASE)
 
 
@@ -389,7 +390,10 @@ def join_continuation(kept: str, more: str, language: str) -> str:
 # What a part is told when it is written again, in the article's language: a Chinese part told in English
 # wrote the English back into the article ("上一次的回答没有通过：it needs at least 2 paragraphs …").
 PART_PROBLEMS = {
-    "en": {"empty": "it was empty", "meta": "it contains $what ('$found'); write about the subject only",
+    # Not "meta-text": told its opening "contains meta-text", the embedded model wrote "the presence of meta-text in
+    # the build script" into the article as the cause of slow builds (make run, 2026-12-04).
+    "en": {"empty": "it was empty", "meta": "it talks about the writing, not the subject ('$found'): start with the "
+                                            "subject itself",
            "unfinished": "it ends mid-sentence", "cut": "it was cut off by the length limit",
            "paragraphs": "it needs at least $n paragraphs separated by a blank line",
            "short": "its first paragraph has $have words: write one paragraph of at least $n words",
@@ -703,7 +707,9 @@ class Writer:
             if name is not None:
                 by_part.setdefault(name, []).append(p)
         for name, found in by_part.items():
-            why = "; ".join(f"{p.check}: {p.message}" for p in found)
+            # a meta-text problem is told as a part's own is: not named "meta-text" (see PART_PROBLEMS)
+            why = "; ".join(problem(self.language, "meta", what="", found=p.found) if p.check == "meta-text" and p.found
+                            else f"{p.check}: {p.message}" for p in found)
             self.repairs.append({"part": name, "why": why})
             self.write_part(name, why)
         self.tidy()  # short of the floor (a problem no part owns), or made shorter by the repairs

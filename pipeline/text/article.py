@@ -59,6 +59,9 @@ META = [
     (r"^\s*(sure|certainly|of course|okay|ok)\b[,!.]?\s*(here('s| is| are)|i('ll| will| can))", "a preamble ('Sure, here's …')"),
     (r"\bhere('s| is) (the|an|your|a) (article|draft|blog post|post|rewrite|section|outline)\b", "a preamble ('Here is the article')"),
     (r"\bin this (article|post|blog post|piece)\b[^.]{0,40}\b(we|i)('ll| will| shall)\b", "meta-text ('In this article, we will …')"),
+    # and in the present tense: "In this blog post, we explore the practical steps …" passed as an outline's thesis
+    (r"\bin this (article|post|blog post|piece)\b,?\s*(we|i)\s+(explore|discuss|examine|look at|share|cover|describe|"
+     r"explain|show|delve|walk)", "meta-text ('In this article, we explore …')"),
     # The article describing itself ("The article explores …", "This post highlights …"): seen in the embedded
     # model's openings and closings, where a reader expects the point itself.
     (r"\b(the|this) (article|post|blog post|piece|essay|section)\b\s+(also\s+)?(explores?|emphasi[sz]es|highlights|"
@@ -124,6 +127,7 @@ class Problem:
     # The body line the problem is at (0: the title or the body as a whole), so that the draft step can
     # rewrite the one part responsible instead of the whole article.
     line: int = 0
+    found: str = ""  # the text a meta-text problem matched, for the part's own retry line (``draft.PART_PROBLEMS``)
 
     def __str__(self) -> str:
         return f"{self.check} ({self.where}): {self.message}"
@@ -328,7 +332,7 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
             m = rx.search(text)
             if m:
                 out.append(Problem("meta-text", where, f"{what}: '{_snippet(m.group(0), 40)}'; write about the subject only",
-                                   line))
+                                   line, found=_snippet(m.group(0), 40)))
                 break
     if not bs:
         out.append(Problem("length", "body", "the body is empty"))
