@@ -974,7 +974,7 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", 
             out.print(f"   {mark} {for_rich(ex['capability'])}({for_rich(_cut(ex['arguments_json'], full, 200))}) → "
                       f"{for_rich(_cut(detail or '', full, 300))}", highlight=False)
             for c in by_execution.get(ex["id"], []):
-                _print_side_call(c)
+                _print_side_call(c, full)
         for g in guard.get(t["id"], []):
             out.print(f"   [yellow]guard[/] {g['kind']} → {g['action']} {g['nudge_no'] or ''}", highlight=False)
     for g in guard.get(None, []):
@@ -985,7 +985,7 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", 
             for w in a["weakest"]:
                 out.print(f"   weakest: {for_rich(w)}", highlight=False)
     for c in by_execution.get(None, []):  # a step that never committed its execution row
-        _print_side_call(c)
+        _print_side_call(c, full)
     tot = data["totals"]
     overhead = f", wall {tot['wall_ms'] / 1000:.1f} s (overhead {tot['overhead']:.2f})" if "overhead" in tot else ""
     out.print(f"[bold]totals[/] {tot['model_calls']} model calls ({tot['model_turns']} turns, {tot['side_calls']} by "
@@ -996,13 +996,22 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", 
               highlight=False)
 
 
-def _print_side_call(c: dict[str, Any]) -> None:
+def _print_side_call(c: dict[str, Any], full: bool = False) -> None:
+    """One capability's model call; with ``--full``, also its request (the last message) and its reply."""
     from .text.untrusted import for_rich
 
     what = f"[red]failed: {for_rich(c['error'])}[/]" if c["error"] else for_rich(c["finish_reason"] or "")
     out.print(f"     [dim]↳ model call {for_rich(c['served_model'] or c['requested_model'])} "
               f"{c['prompt_tokens'] or 0}+{c['completion_tokens'] or 0} tok {c['latency_ms'] or 0:.0f} ms[/] {what}",
               highlight=False)
+    if not full:
+        return
+    sent = json.loads(c.get("messages_json") or "[]")
+    if sent and isinstance(sent[-1], dict):
+        out.print("       [dim]asked:[/] " + for_rich(str(sent[-1].get("content") or "")).replace("\n", "\n       "),
+                  highlight=False)
+    if c.get("reply"):
+        out.print("       [dim]answered:[/] " + for_rich(c["reply"]).replace("\n", "\n       "), highlight=False)
 
 
 # --- ledger schema ------------------------------------------------------------------

@@ -141,7 +141,8 @@ class ScriptedModel:
             raise ScriptExhausted(f"scripted model called {request.n} time(s), more than scripted; "
                                   f"last call ({request.kind}): {messages[-1] if messages else None!r}")
         if isinstance(answer, BaseException):
-            calls.record(self.cfg.model, latency_ms=(time.perf_counter() - started) * 1000, error=repr(answer))
+            calls.record(self.cfg.model, latency_ms=(time.perf_counter() - started) * 1000, error=repr(answer),
+                         messages=messages)
             raise answer
         reply = as_reply(answer)
         if reply.served_model is None:
@@ -154,7 +155,7 @@ class ScriptedModel:
             reply.finish_reason = "tool_calls" if reply.tool_calls else "stop"
         if not reply.latency_ms:
             reply.latency_ms = max((time.perf_counter() - started) * 1000, 0.001)
-        calls.record(self.cfg.model, reply)  # as ChatModel does: a capability's own call is in the ledger
+        calls.record(self.cfg.model, reply, messages=messages)  # as ChatModel does: a capability's own call is in the ledger
         return reply
 
 

@@ -43,12 +43,30 @@ def test_capabilities_model_calls_are_recorded_with_their_step(harness):
         assert c.prompt_tokens and c.completion_tokens and c.latency_ms > 0 and c.finish_reason == "stop"
 
 
+def test_each_side_call_keeps_what_it_sent_and_what_it_answered(harness):
+    # bench, 2026-12-04: a draft lost to its checks is not stored as an article, and its parts (tokens and latency
+    # only) could not be read to see what had failed.
+    outcome, ledger = harness.run("honest")
+    requests = [r for r in harness.requests if not r.tools and
+                (r.response_format or {}).get("json_schema", {}).get("name") != "tool_decision"]
+    calls = ledger.model_calls(outcome.run_id)
+    assert [json.loads(c.messages_json) for c in calls] == [r.messages for r in requests]
+    assert all(c.reply for c in calls)
+    path = str(harness.dir / "config.toml")
+    full = invoke("ledger", "show", "--full", "--config", path).stdout
+    draft_call = next(c for c in calls if c.capability == "draft")
+    assert "asked:" in full and draft_call.reply.splitlines()[0][:60] in full
+    assert "answered:" not in invoke("ledger", "show", "--config", path).stdout
+
+
 def test_calls_through_litellm_are_recorded_by_the_model_client(http_harness):
     before = len(http_harness.fake.requests)
     outcome, ledger = http_harness.run("honest")
     calls = ledger.model_calls(outcome.run_id)
     assert {c.capability for c in calls} >= {"draft", "humanize"}
     assert all(c.served_model == "fake-honest-v1" and c.prompt_tokens and c.latency_ms > 0 for c in calls)
+    # what each sent and answered, through litellm (the capability probe answers with a tool call, not text)
+    assert all(json.loads(c.messages_json) for c in calls) and all(c.reply for c in calls if c.finish_reason == "stop")
     # The agent's own calls are its turns, the rest are model_calls: each request once, none twice.
     sent = http_harness.fake.requests[before:]
     # (the draft's capability probe offers a `ping` tool: a side call of the draft step, with tools)

@@ -145,6 +145,10 @@ class ModelCall(SQLModel, table=True):
     finish_reason: str | None = None
     error: str | None = Field(default=None, sa_column=Column(Text))  # the call failed (its latency: until it did)
     created_at: datetime = Time(default_factory=utcnow)
+    # What it was sent and what it answered (revision 0019; NULL before it, and for a scoring pass, which reads
+    # the article the row's step stored)
+    messages_json: str | None = Field(default=None, sa_column=Column(Text))
+    reply: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class Topic(SQLModel, table=True):

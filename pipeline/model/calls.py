@@ -14,6 +14,7 @@ latest the execution's own closing row.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -54,8 +55,10 @@ def step(ledger: Ledger, run_id: str, execution: Execution) -> Iterator[None]:
 
 
 def record(requested_model: str, reply: Reply | None = None, *, latency_ms: float | None = None,
-           error: str | None = None, prompt_tokens: int | None = None) -> Any:
-    """Record one side call, if a step is running (returns the row, or None outside a step).
+           error: str | None = None, prompt_tokens: int | None = None,
+           messages: list[dict[str, Any]] | None = None) -> Any:
+    """Record one side call, if a step is running (returns the row, or None outside a step), with the
+    ``messages`` it sent and its reply's text.
 
     ``prompt_tokens`` without a ``reply``: a call that reads and writes nothing, such as the scoring model's pass."""
     current = _step.get()
@@ -64,8 +67,10 @@ def record(requested_model: str, reply: Reply | None = None, *, latency_ms: floa
     from ..ledger.models import ModelCall
 
     row = ModelCall(run_id=current.run_id, capability=current.execution.capability, requested_model=requested_model,
-                    error=error, latency_ms=latency_ms, prompt_tokens=prompt_tokens)
+                    error=error, latency_ms=latency_ms, prompt_tokens=prompt_tokens,
+                    messages_json=None if messages is None else json.dumps(messages, ensure_ascii=False, default=str))
     if reply is not None:
+        row.reply = reply.text
         row.served_model, row.finish_reason = reply.served_model, reply.finish_reason
         row.prompt_tokens, row.completion_tokens, row.latency_ms = reply.prompt_tokens, reply.completion_tokens, reply.latency_ms
     current.ledger.defer(row, current.execution, "execution_id")

@@ -110,16 +110,17 @@ class ChatModel:
                 reply = self._complete(messages, tools, response_format, max_tokens, temperature, seed, tool_choice)
         except DeadlineExceeded as exc:
             if exc.what != what:
-                calls.record(self.cfg.model, latency_ms=_since(started), error=f"deadline: {exc.what}")
+                calls.record(self.cfg.model, latency_ms=_since(started), error=f"deadline: {exc.what}", messages=messages)
                 raise  # the step's or the run's deadline: the runner reports it
-            calls.record(self.cfg.model, latency_ms=_since(started), error=f"[llm] call_deadline_s = {exc.seconds:g} s")
+            calls.record(self.cfg.model, latency_ms=_since(started), error=f"[llm] call_deadline_s = {exc.seconds:g} s",
+                         messages=messages)
             raise ProviderUnavailableError(f"LLM provider for {self.cfg.model} gave no complete answer within "
                                            f"[llm] call_deadline_s = {exc.seconds:g} s") from None
         except Exception as exc:
-            calls.record(self.cfg.model, latency_ms=_since(started), error=_short(exc))
+            calls.record(self.cfg.model, latency_ms=_since(started), error=_short(exc), messages=messages)
             raise
         # A capability's own call (draft, humanize, brainstorm) is recorded here; the agent's are its turns.
-        calls.record(self.cfg.model, reply)
+        calls.record(self.cfg.model, reply, messages=messages)
         return reply
 
     def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
