@@ -61,6 +61,7 @@ class Request:
     seed: int | None = None
     n: int = 0  # 1 for the model's first call, 2 for its second ...
     tool_choice: str = "auto"  # "none": the agent's closing turn (the work is done; text only)
+    fresh_wording: bool = False  # asked not to repeat its prompt's wording (a rewrite; ChatModel.complete)
 
     @property
     def kind(self) -> str:
@@ -127,11 +128,12 @@ class ScriptedModel:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None, tool_choice: str = "auto") -> Reply:
+                 temperature: float | None = None, seed: int | None = None, tool_choice: str = "auto",
+                 fresh_wording: bool = False) -> Reply:
         started = time.perf_counter()
         request = Request(copy.deepcopy(messages), copy.deepcopy(tools), copy.deepcopy(response_format), max_tokens,
                           self.cfg.temperature if temperature is None else temperature, seed, len(self.requests) + 1,
-                          tool_choice)
+                          tool_choice, fresh_wording)
         self.requests.append(request)
         if self.queue:
             answer = self.queue.popleft()

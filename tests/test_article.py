@@ -957,6 +957,11 @@ def test_a_rewrite_that_drops_a_number_is_rejected(tmp_path):
     [record] = result["paragraphs"]
     assert all("dropped" in a["rejected"] and "'40'" in a["rejected"] for a in record["attempts"])
     assert not record["kept"] and record["after"] == record["before"]
+    # A rewrite is sampled away from its prompt's wording, unless the attempt before dropped a fact: the fact is a
+    # run of the prompt too (a long identifier is several tokens)
+    rewrites = [r for r in ctx.llm.requests if "Paragraph (" in r.messages[-1]["content"]]
+    assert [r.fresh_wording for r in rewrites] == [True, False]
+    assert not [r for r in ctx.llm.requests if r.fresh_wording and r not in rewrites]  # and nothing else is
     with ctx.ledger.read() as s:
         assert POOL[0] in s.get(Article, result["article_id"]).body  # the original stays
 

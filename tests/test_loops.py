@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.model.local import provider
 from pipeline.model.loops import LoopGuard
 
@@ -62,3 +64,36 @@ def test_the_local_provider_ends_a_looping_reply_and_returns_what_came_before():
     constrained = FakeServer('{"a": "' + LOOPED * 4 + '"}')
     reply = provider._generate(constrained, {"messages": [], "response_format": {"type": "json_object"}}, None)
     assert reply["choices"][0]["message"]["content"].count("optimized") == 4  # a JSON reply is left to its schema
+
+
+@pytest.mark.litellm
+def test_fresh_wording_reaches_llama_cpp_as_its_dry_sampler_and_only_for_the_embedded_model(monkeypatch):
+    # A rewrite asks for wording of its own: llama.cpp's DRY sampler penalises runs of the prompt (provider.FRESH_WORDING)
+    import litellm
+
+    from pipeline.config import LLMConfig
+    from pipeline.model.llm import ChatModel
+
+    sent: list[dict] = []
+
+    def generate(server, req, limit_ms):
+        sent.append(req)
+        return {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    monkeypatch.setattr(provider, "_generate", generate)
+    monkeypatch.setattr(provider, "_load", lambda: object())
+    model = ChatModel(LLMConfig(model="local/qwen2.5-coder-1.5b"))
+    model.complete([{"role": "user", "content": "rewrite"}], fresh_wording=True)
+    model.complete([{"role": "user", "content": "write"}])
+    assert {k: sent[0][k] for k in provider.FRESH_WORDING} == provider.FRESH_WORDING
+    assert not any(k in sent[1] for k in provider.FRESH_WORDING)
+    asked: list[dict] = []
+
+    def remote(**kwargs):
+        asked.append(kwargs)
+        raise SystemExit  # the request is what is checked; no reply is needed
+    monkeypatch.setattr(litellm, "completion", remote)
+    with pytest.raises(SystemExit):
+        ChatModel(LLMConfig(model="openai/gpt-4o-mini", api_key_env="")).complete([{"role": "user", "content": "x"}],
+                                                                               fresh_wording=True)
+    assert not any(k in asked[0] for k in provider.FRESH_WORDING)  # a remote API has no such sampler

@@ -329,20 +329,24 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
         section = _section_of(bs, i)
         user = Template(CONTEXT[lang]).substitute(title=src.title, section=section or src.title, text=original,
                                                   n=units, asked=asked, keep=keep)
-        why, notes, writer = "", "", system
+        why, notes, writer, dropped = "", "", system, False
         for attempt in range(1 + h.max_rewrites):
             seed += 1
             temperature = min(TEMPERATURE_MAX, h.temperature + TEMPERATURE_STEP * attempt)
             retry = Template(RETRY[lang]).substitute(why=why) if why else ""
             ask = f"{user}\n\n{retry}" if retry else user
             budget = int(asked * (0.75 if lang == "zh" else 1.4) * 1.6) + 40
+            # Sampled away from its prompt's wording (a copy is the commonest rejection), except when the attempt
+            # before dropped a fact: a name or an identifier of more than a few tokens is a run of the prompt too.
             reply = ctx.llm.complete([{"role": "system", "content": writer}, {"role": "user", "content": ask}],
-                                     max_tokens=budget, temperature=temperature, seed=seed)
+                                     max_tokens=budget, temperature=temperature, seed=seed,
+                                     fresh_wording=not dropped)
             candidate = without_title(without_request(one_paragraph(clean_part(reply.text), language), retry),
                                       src.title, section)
             if candidate.strip() and reply.finish_reason != "length":
                 lengths.add(asked, art.prose_length(candidate, language))
             problems = rewrite_problems(original, candidate, language, f"{src.title}\n{section}")
+            dropped = bool(art.missing_facts(original, candidate, language)) and bool(candidate.strip())
             if reply.finish_reason == "length" and rejected(language, "unfinished") not in problems:
                 problems.append(rejected(language, "cut"))
             if not problems:

@@ -97,17 +97,22 @@ class ChatModel:
     @traced_chat
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  response_format: dict[str, Any] | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, seed: int | None = None, tool_choice: str = "auto") -> Reply:
+                 temperature: float | None = None, seed: int | None = None, tool_choice: str = "auto",
+                 fresh_wording: bool = False) -> Reply:
         """One completion, within ``[llm] call_deadline_s``. ``temperature`` overrides the config's for this
         call (humanize retries vary it); ``seed`` is sent only to the embedded model, whose sampler would
         otherwise repeat itself. ``tool_choice = "none"`` keeps ``tools`` declared (the prompt prefix, and
-        providers that refuse a history of tool calls without them) but asks for text only."""
+        providers that refuse a history of tool calls without them) but asks for text only. ``fresh_wording``:
+        the reply should not repeat long runs of its prompt (a rewrite); the embedded model's sampler is told so
+        (``local.provider.FRESH_WORDING``). Remote APIs have no such sampler (their frequency penalty counts the
+        reply's own tokens, not the prompt's), and are sent nothing."""
         what = f"model call to {self.cfg.model}"
         _load_litellm()  # seconds on a cold start: the process's cost, not the provider's, so outside its deadline
         started = time.perf_counter()
         try:
             with deadline.limit(self.cfg.call_deadline_s, what):
-                reply = self._complete(messages, tools, response_format, max_tokens, temperature, seed, tool_choice)
+                reply = self._complete(messages, tools, response_format, max_tokens, temperature, seed, tool_choice,
+                                       fresh_wording)
         except DeadlineExceeded as exc:
             if exc.what != what:
                 calls.record(self.cfg.model, latency_ms=_since(started), error=f"deadline: {exc.what}", messages=messages)
@@ -125,7 +130,8 @@ class ChatModel:
 
     def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                   response_format: dict[str, Any] | None, max_tokens: int | None,
-                  temperature: float | None, seed: int | None, tool_choice: str = "auto") -> Reply:
+                  temperature: float | None, seed: int | None, tool_choice: str = "auto",
+                  fresh_wording: bool = False) -> Reply:
         api_key = self._api_key()
         litellm = _load_litellm()
         if is_local(self.cfg.model):
@@ -160,6 +166,10 @@ class ChatModel:
             kwargs["max_tokens"] = max_tokens
         if seed is not None and is_local(self.cfg.model):
             kwargs["seed"] = seed
+        if fresh_wording and is_local(self.cfg.model):
+            from .local.provider import FRESH_WORDING
+
+            kwargs.update(FRESH_WORDING)
         stream = self.cfg.stream and not is_local(self.cfg.model)
         if stream:
             kwargs["stream"] = True

@@ -51,7 +51,13 @@ PROVIDERS = {"local": True, "local-raw": False}  # provider -> constrained
 N_CTX = 4096
 # A decision is ~20 tokens; the cap only bounds a runaway final answer.
 DECISION_MAX_TOKENS = 384
-_PASSTHROUGH = ("temperature", "top_p", "max_tokens", "stop", "seed")
+_PASSTHROUGH = ("temperature", "top_p", "max_tokens", "stop", "seed",
+                "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n")
+# llama.cpp's DRY sampler ("don't repeat yourself"): a token that would extend a run already in the context (the
+# prompt included) beyond ``dry_allowed_length`` tokens is penalised, more for each token the run grows. Asked to
+# rewrite a paragraph shown in its prompt, the embedded model gave it back 93-100 % the same in 2 of 4 Chinese
+# attempts at temperature 0.9, and 0.75-0.82 in all 4 with these (names and numbers, a few tokens each, kept).
+FRESH_WORDING = {"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 3, "dry_penalty_last_n": N_CTX // 2}
 
 _lock = threading.Lock()
 _server: Any = None
