@@ -424,6 +424,28 @@ def test_a_section_left_empty_by_its_repeats_is_written_again_told_why(tmp_path)
     assert POOL[15] in body and result["words"] >= 420  # section 3's own text
 
 
+def test_a_section_left_one_paragraph_by_a_repeat_gets_a_second_paragraph_not_a_new_section(tmp_path):
+    # make run, 2026-12-04: a Chinese section's second paragraph repeated the article and was deleted; the section
+    # was written again whole, with the same repeats, twice, and the draft was lost after 191 s.
+    said = art.sentences(part_for("Write the opening"))[0]
+
+    def repeating(request, user):
+        if user.startswith("Write section 2 of"):
+            return f"{part_for(user).split(chr(10) * 2)[0]}\n\n{said}"
+        return None
+    ctx = make_ctx(tmp_path, writer(repeating))
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    asks = [r.messages[-1]["content"] for r in ctx.llm.requests]
+    assert result["checks"] == "passed"
+    assert sum(a.startswith("Write section 2 of") for a in asks) == 1  # not written again
+    with ctx.ledger.read() as s:
+        row = s.exec(select(Article)).one()
+    repairs = json.loads(row.checks_json)["repairs"]
+    assert {"part": "section 2", "dropped": said[:120]} in repairs
+    assert any(r["part"] == "section 2" and "added" in r for r in repairs)
+    assert row.body.count(said) == 1
+
+
 def test_a_closing_deleted_whole_as_repeats_is_written_again(tmp_path):
     # bench, 2026-12-03 (Chinese): every sentence of the closing repeated an earlier one, the closing was deleted,
     # and the article ended inside its last section; the check passed it (a paragraph ends it either way).

@@ -707,6 +707,8 @@ class Writer:
             if name is not None:
                 by_part.setdefault(name, []).append(p)
         for name, found in by_part.items():
+            if self.add_second_paragraph(name, found):
+                continue
             # a meta-text problem is told as a part's own is: not named "meta-text" (see PART_PROBLEMS)
             why = "; ".join(problem(self.language, "meta", what="", found=p.found) if p.check == "meta-text" and p.found
                             else f"{p.check}: {p.message}" for p in found)
@@ -714,6 +716,27 @@ class Writer:
             self.write_part(name, why)
         self.tidy()  # short of the floor (a problem no part owns), or made shorter by the repairs
         return self.body() != before
+
+    def add_second_paragraph(self, name: str, found: list[art.Problem]) -> bool:
+        """A section whose only problem is that it is one paragraph (its repeats deleted, the rest sound) gets the
+        paragraph it lacks (``one_more``), not a whole new section: written again whole, a Chinese section came
+        back with the same repeats, they were deleted again, and the draft was lost after 191 s (make run,
+        2026-12-04). False when that is not the case, or the paragraph asked for was no good."""
+        if not name.startswith("section ") or any(p.check != "section length" for p in found):
+            return False
+        k = int(name.split()[1]) - 1
+        if len(paragraphs(self.bodies[k])) != 1 or part_problems(self.bodies[k], self.language, 1):
+            return False
+        # Mostly deleted as repeats, what is left is likely an earlier section's point too: written again whole.
+        deleted = sum(1 for r in self.repairs if r.get("part") == name and "dropped" in r)
+        if deleted >= len(art.sentences(self.bodies[k])):
+            return False
+        more = self.one_more(name, self.bodies[k], {"number": k + 1})
+        if not more:
+            return False
+        self.bodies[k] = f"{self.bodies[k]}\n\n{more}"
+        self.repairs.append({"part": name, "added": more[:120]})
+        return True
 
     def spans(self) -> list[tuple[str, int, int]]:
         """Each part's first and last line in the assembled body (a section's includes its heading)."""
