@@ -519,6 +519,14 @@ def test_a_failing_section_is_written_again_alone_told_why(tmp_path):
     assert {r["part"] for r in checks_["repairs"]} == {"section 3"} and any("why" in r for r in checks_["repairs"])
 
 
+def stored_draft(tmp_path, overrides):
+    """The draft row the scripted writer leads to (``overrides`` answering the calls it wants to)."""
+    ctx = make_ctx(tmp_path, writer(overrides))
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    with ctx.ledger.read() as s:
+        return s.get(Article, result["article_id"])
+
+
 def test_a_sentence_said_twice_is_deleted_where_it_is_repeated(tmp_path):
     # Seen on the embedded model: "The implementation of these fixes was a significant step forward …" four times.
     again = "Every job now has a named owner who hears about it when it slows down."
@@ -527,10 +535,7 @@ def test_a_sentence_said_twice_is_deleted_where_it_is_repeated(tmp_path):
         if user.startswith("Write section 2 of") or user.startswith("Write the closing"):
             return part_for(user).replace(". ", f". {again} ", 1)
         return None
-    ctx = make_ctx(tmp_path, writer(repeats))
-    result = draft.draft.fn(ctx, add_topic(ctx))
-    with ctx.ledger.read() as s:
-        row = s.get(Article, result["article_id"])
+    row = stored_draft(tmp_path, repeats)
     assert row.body.count(again) == 1
     assert {"part": "closing", "dropped": again} in json.loads(row.checks_json)["repairs"]
     assert ("repeated sentence", "paragraph 6, line 15") in checks(GOOD.replace(
@@ -550,10 +555,7 @@ def test_a_sentence_that_says_a_long_run_of_an_earlier_one_again_is_deleted_and_
         if user.startswith("Write section 3 of"):
             return part_for(user).replace(". ", f". {again} ", 1)
         return None
-    ctx = make_ctx(tmp_path, writer(repeats))
-    result = draft.draft.fn(ctx, add_topic(ctx))
-    with ctx.ledger.read() as s:
-        row = s.get(Article, result["article_id"])
+    row = stored_draft(tmp_path, repeats)
     assert first in row.body and again not in row.body
     assert {"part": "section 3", "dropped": again[:120]} in json.loads(row.checks_json)["repairs"]
     assert ("repeated sentence", "paragraph 6, line 15") in checks(GOOD.replace(
