@@ -458,17 +458,21 @@ def test_a_closing_deleted_whole_as_repeats_is_written_again(tmp_path):
     assert body.endswith(" ".join(POOL[27:30]))
 
 
-def test_a_one_sentence_opening_is_written_again_told_its_length(tmp_path):
+def test_a_one_sentence_opening_is_continued_where_it_stops_not_written_again(tmp_path):
     # bench, 2026-12-03: the embedded model answered the opening with one 17-word sentence; the part passed its own
-    # check, the article failed "opening (≥ 20 words)", and the draft failed three times in a row.
+    # check, the article failed "opening (≥ 20 words)", and the draft failed three times in a row. Then told its
+    # length, it gave the outline's thesis back, one 18-word sentence, four times, and the draft was lost (bench,
+    # 2026-12-04). A sound short opening is continued, as a cut part is.
     short = "Our nightly builds went from forty minutes to twelve after a few boring fixes."
     def terse(request, user):
-        if user.startswith("Write the opening") and "first paragraph has" not in user:
+        if user.startswith("Write the opening") and "You stopped here" not in user:
             return short
         return None
     openings, body = drafted_asks(tmp_path, terse, "Write the opening")
-    assert len(openings) == 2 and "first paragraph has 14 words" in openings[1]
-    assert short not in body and not [c for c, _ in checks(body) if c == "opening"]
+    assert len(openings) == 2 and f"You stopped here:\n{short}" in openings[1]
+    assert not any("first paragraph has" in a for a in openings)
+    assert body.startswith(f"{short} ") and not [c for c, _ in checks(body) if c == "opening"]
+    assert body.split("\n\n")[1].startswith("## ")  # still one paragraph
 
 
 def test_an_opening_written_as_a_lead_line_and_paragraphs_is_one_paragraph(tmp_path):
@@ -988,6 +992,21 @@ def test_a_rewrite_that_drops_a_number_is_rejected(tmp_path):
     assert not [r for r in ctx.llm.requests if r.fresh_wording and r not in rewrites]  # and nothing else is
     with ctx.ledger.read() as s:
         assert POOL[0] in s.get(Article, result["article_id"]).body  # the original stays
+
+
+def test_a_rewrite_cut_after_running_on_past_its_paragraph_is_ended_at_the_paragraph(tmp_path):
+    # bench, 2026-12-04: sampled away from the paragraph's wording, the embedded model wrote the paragraph, then
+    # went on into more ("\n\n5. **Reproduce the Issue**: …") until its budget cut it; 4 of 8 English attempts in a
+    # run were rejected as unfinished.
+    def running_on(p, u):
+        return Reply(text=f"{rewrite_of(p)}\n\n5. **Reproduce the issue**: run it again in a clean", finish_reason="length")
+    ctx, record = humanized_one(tmp_path, running_on)
+    assert record["kept"] and len(record["attempts"]) == 1
+    with ctx.ledger.read() as s:
+        body = s.exec(select(Article).where(Article.kind == "humanized")).one().body
+    assert "Reproduce" not in body and not [c for c, _ in checks(body, min_length=0)]
+    cut_early = humanize.ran_on("We cut the nightly build. Then the", 40, "en")
+    assert cut_early == ""  # too little of it before the cut: rejected as before
 
 
 def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp_path):

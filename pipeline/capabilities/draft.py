@@ -532,6 +532,9 @@ class Writer:
                     text = "\n\n".join(parts)
                     problems = part_problems(text, self.language, min_paragraphs, opening)
             self.log[-1].update({"part": name, "attempt": attempt + 1, "problems": problems})
+            if opening and len(problems) == 1 and short_lead(text, self.language):  # short, and nothing else
+                text = self.go_on(user, text, units)
+                problems = part_problems(text, self.language, min_paragraphs, opening)
             if key == "section" and problems == [problem(self.language, "paragraphs", n=min_paragraphs)] and \
                     len(paragraphs(text)) == min_paragraphs - 1:
                 more = self.one_more(name, text, values)
@@ -542,6 +545,19 @@ class Writer:
                 return text
             why = "; ".join(problems)
         return text  # the article's check names what is still wrong, and where
+
+    def go_on(self, user: str, text: str, units: int) -> str:
+        """A sound opening too short to state the point, continued where it stops (as a cut part is): asked again
+        whole, the embedded model gave back the outline's thesis, one 18-word sentence, four times in a row, and the
+        draft was lost (bench, 2026-12-04)."""
+        kept = ("" if self.language == "zh" else " ").join(paragraphs(text))
+        left = max(units - art.prose_length(kept, self.language), units // 2)
+        more, cut = self.call(f"{user}\n\n{self.ask('continue', so_far=kept, words=self.asking(left))}", left)
+        self.log[-1].update({"part": "opening, continued", "attempt": 1, "problems": []})
+        if cut:
+            more = trim_to_sentence(more)
+        joiner = "" if self.language == "zh" else " "
+        return joiner.join(paragraphs(join_continuation(kept, self.unsaid(more, kept), self.language)))
 
     def one_more(self, name: str, text: str, values: dict[str, Any]) -> str:
         """The paragraph a sound one-paragraph section lacks, asked for alone. Told "write at least 2 paragraphs",
