@@ -635,6 +635,16 @@ def test_a_fragment_is_traced_to_its_part_and_only_that_part_is_rewritten(tmp_pa
     assert sum(u.startswith("Write the closing") for u in parts) == 1
 
 
+def test_a_chinese_part_is_told_an_article_checks_problem_in_chinese():
+    # bench, 2026-12-04: "fragment: the paragraph ends mid-sentence: '…”'" went to a Chinese section in English, and it
+    # was written again with the same flaw twice
+    fragment = art.Problem("fragment", "paragraph 4", "the paragraph ends mid-sentence: '…读调用栈”'", 9)
+    assert draft.told(fragment, "zh") == "最后一句没有写完：'…读调用栈”'"
+    assert draft.told(art.Problem("section length", "section 'x'", "a section needs at least two paragraphs", 3), "zh") \
+        == "至少要写 2 段，段与段之间空一行"
+    assert draft.told(fragment, "en") == "fragment: the paragraph ends mid-sentence: '…读调用栈”'"
+
+
 def section_two_as(edit):
     """An override for ``writer``: section 2 as ``edit(its first paragraph, the rest)`` of its scripted text."""
     def override(request, user):

@@ -410,6 +410,22 @@ def problem(language: str, key: str, **values: Any) -> str:
     return Template(PART_PROBLEMS["zh" if language == "zh" else "en"][key]).substitute(values)
 
 
+def told(p: art.Problem, language: str) -> str:
+    """What a part written again is told of an article check's problem: a meta-text problem as a part's own is (not
+    named "meta-text", see PART_PROBLEMS), and in a Chinese article in Chinese where a part's rule says the same:
+    told "fragment: the paragraph ends mid-sentence: '…”'" in English, a Chinese section was written again with the
+    same flaw, twice (bench, 2026-12-04)."""
+    if p.check == "meta-text" and p.found:
+        return problem(language, "meta", what="", found=p.found)
+    if language == "zh" and p.check == "fragment":
+        return f"{problem(language, 'unfinished')}：{p.message.rpartition(': ')[2]}"
+    if language == "zh" and p.check == "last sentence":
+        return problem(language, "unfinished")
+    if language == "zh" and p.check == "section length":
+        return problem(language, "paragraphs", n=2)
+    return f"{p.check}: {p.message}"
+
+
 def short_lead(text: str, language: str) -> bool:
     """Whether the first paragraph of ``text`` is shorter than an article's opening may be."""
     return art.prose_length((paragraphs(text) or [""])[0], language) < art.opening_minimum(language)
@@ -725,9 +741,7 @@ class Writer:
         for name, found in by_part.items():
             if self.add_second_paragraph(name, found):
                 continue
-            # a meta-text problem is told as a part's own is: not named "meta-text" (see PART_PROBLEMS)
-            why = "; ".join(problem(self.language, "meta", what="", found=p.found) if p.check == "meta-text" and p.found
-                            else f"{p.check}: {p.message}" for p in found)
+            why = "; ".join(told(p, self.language) for p in found)
             self.repairs.append({"part": name, "why": why})
             self.write_part(name, why)
         self.tidy()  # short of the floor (a problem no part owns), or made shorter by the repairs
