@@ -566,13 +566,13 @@ class Writer:
         """A sound opening too short to state the point, continued where it stops (as a cut part is): asked again
         whole, the embedded model gave back the outline's thesis, one 18-word sentence, four times in a row, and the
         draft was lost (bench, 2026-12-04)."""
-        kept = ("" if self.language == "zh" else " ").join(paragraphs(text))
+        joiner = "" if self.language == "zh" else " "
+        kept = joiner.join(paragraphs(text))
         left = max(units - art.prose_length(kept, self.language), units // 2)
         more, cut = self.call(f"{user}\n\n{self.ask('continue', so_far=kept, words=self.asking(left))}", left)
         self.log[-1].update({"part": "opening, continued", "attempt": 1, "problems": []})
         if cut:
             more = trim_to_sentence(more)
-        joiner = "" if self.language == "zh" else " "
         return joiner.join(paragraphs(join_continuation(kept, self.unsaid(more, kept), self.language)))
 
     def one_more(self, name: str, text: str, values: dict[str, Any]) -> str:
@@ -857,22 +857,16 @@ def drop_instruction_labels(text: str, language: str, instructions: frozenset[st
     if not instructions:
         return text
     zh = art.is_chinese(language)
+    key, joiner = ("zh", "") if zh else ("en", " ")
 
     def said_in_prompt(label: str) -> bool:
-        if zh:
-            flat = re.sub(r"[\W_]+", "", label)
-            if len(flat) < LABEL_WORDS["zh"]:
-                return False
-            if len(flat) >= ECHO_WORDS["zh"]:
-                return _grams(label, language) <= instructions
-            return any(flat in g for g in instructions)
-        words = re.findall(r"[a-z0-9']+", label.casefold())
-        if len(words) < LABEL_WORDS["en"]:
+        us = art.units(label, language)
+        if len(us) < LABEL_WORDS[key]:
             return False
-        if len(words) >= ECHO_WORDS["en"]:
+        if len(us) >= ECHO_WORDS[key]:
             return _grams(label, language) <= instructions
-        run = f" {' '.join(words)} "
-        return any(run in f" {g} " for g in instructions)
+        run = f"{joiner}{joiner.join(us)}{joiner}"  # whole words only
+        return any(run in f"{joiner}{g}{joiner}" for g in instructions)
 
     def fix(m: re.Match[str]) -> str:
         if not said_in_prompt(m.group(3)):
@@ -883,14 +877,8 @@ def drop_instruction_labels(text: str, language: str, instructions: frozenset[st
     return _SENTENCE_LABEL.sub(fix, text)
 
 
-def _grams(text: str, language: str) -> set[str]:
-    if art.is_chinese(language):
-        flat = re.sub(r"[\W_]+", "", text)
-        n = ECHO_WORDS["zh"]
-        return {flat[i:i + n] for i in range(len(flat) - n + 1)}
-    words = re.findall(r"[a-z0-9']+", text.casefold())
-    n = ECHO_WORDS["en"]
-    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+def _grams(text: str, language: str) -> frozenset[str]:
+    return art.runs(text, language, ECHO_WORDS["zh" if art.is_chinese(language) else "en"])
 
 
 def instruction_grams(templates: Any, language: str) -> frozenset[str]:

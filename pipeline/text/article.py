@@ -216,13 +216,21 @@ def near_duplicate(a: str, b: str) -> bool:
 PHRASE = {"en": 10, "zh": 16}
 
 
+def units(text: str, language: str) -> list[str]:
+    """What a run of ``text`` is counted in: its characters (Chinese), else its words; case, spacing and
+    punctuation aside."""
+    return list(re.sub(r"[\W_]+", "", text)) if is_chinese(language) else re.findall(r"[a-z0-9']+", text.casefold())
+
+
+def runs(text: str, language: str, n: int) -> frozenset[str]:
+    """Every run of ``n`` units (``units``) of ``text``, each as one string (words joined by a space)."""
+    us, joiner = units(text, language), "" if is_chinese(language) else " "
+    return frozenset(joiner.join(us[i:i + n]) for i in range(len(us) - n + 1))
+
+
 def phrases(sentence: str, language: str) -> frozenset[str]:
-    """The sentence's runs of ``PHRASE`` words (Chinese: characters), case, spacing and punctuation aside."""
-    if is_chinese(language):
-        flat, n = re.sub(r"[\W_]+", "", sentence), PHRASE["zh"]
-        return frozenset(flat[i:i + n] for i in range(len(flat) - n + 1))
-    words, n = re.findall(r"[a-z0-9']+", sentence.casefold()), PHRASE["en"]
-    return frozenset(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+    """The sentence's runs of ``PHRASE`` words (Chinese: characters)."""
+    return runs(sentence, language, PHRASE["zh" if is_chinese(language) else "en"])
 
 
 class SaidBefore:
