@@ -293,7 +293,29 @@ def clean_part(text: str) -> str:
     # labelled, and failed as a 30-character fragment; 2026-12-03).
     lines = [ln for ln in text.splitlines() if not re.match(r"^\s*(#{1,6}\s|(\*\*)?(标题|题目|title)(\*\*)?\s*[:：])", ln, re.I)]
     text = _LABEL.sub("", "\n".join(as_prose(lines)).strip())
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
+    return "\n\n".join(drop_stray_quotes(p) for p in re.split(r"\n{2,}", text.strip()))
+
+
+_OPEN_QUOTE, _CLOSE_QUOTE = "“", "”"
+
+
+def drop_stray_quotes(paragraph: str) -> str:
+    """A paragraph without the quote marks it opens or closes with no partner. Each part is shown the previous
+    part's end in quotes (上一部分结尾是：“…”), and the embedded model closed its own last sentence with that ”
+    ("…读调用栈”"): every such paragraph failed as a fragment, and a Chinese draft was lost after 371 s (bench,
+    2026-12-04). The sentence had ended there, so it is ended with its full stop."""
+    text = paragraph.strip()
+    opens, closes = text.count(_OPEN_QUOTE), text.count(_CLOSE_QUOTE)
+    straight_odd = text.count('"') % 2 == 1
+    wrapped = text.startswith(_OPEN_QUOTE) and text.endswith(_CLOSE_QUOTE) and opens == 1  # “$tail” copied whole
+    if wrapped or (text.startswith(_OPEN_QUOTE) and opens > closes) or (text.startswith('"') and straight_odd):
+        text = text[1:].lstrip()
+        opens, straight_odd = text.count(_OPEN_QUOTE), text.count('"') % 2 == 1
+    if (text.endswith(_CLOSE_QUOTE) and closes > opens) or (text.endswith('"') and straight_odd):
+        text = text[:-1].rstrip()
+        if text and not art.complete_sentence(text) and re.search(r"[\w\u4e00-\u9fff)）]$", text):
+            text += "。" if re.search(r"[\u4e00-\u9fff]", text) else "."
+    return text
 
 
 def as_prose(lines: list[str]) -> list[str]:

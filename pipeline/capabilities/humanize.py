@@ -137,7 +137,7 @@ def rewrite_problems(original: str, rewrite: str, language: str, context: str = 
         why.append(rejected(language, "dropped", facts=", ".join(f"'{f}'" for f in lost[:5])))
     # Written from notes, the embedded model's rewrites named what no note said ("an application written in Python",
     # "in March" from the notes prompt's example; bench, 2026-12-04): a fact of the article it was not given.
-    added = art.missing_facts(rewrite, f"{original}\n{context}", language, ignore_case=True)
+    added = art.added_names(rewrite, f"{original}\n{context}", language)
     if added:
         why.append(rejected(language, "added", facts=", ".join(f"'{f}'" for f in added[:5])))
     was, now = art.prose_length(original, language), art.prose_length(rewrite, language)
@@ -325,6 +325,9 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     lang = "zh" if language == "zh" else "en"
     records: list[dict[str, Any]] = []
     number = {i: n for n, i in enumerate(sorted(scores), 1)}
+    # A name the article uses elsewhere is not invented where a rewrite names it ('CI' in a paragraph about the CI's
+    # flaky tests was rejected as added; make run, 2026-12-05); a number from elsewhere would be, so names only.
+    names = " ".join(sorted(f for f in art.facts(src.body, language) if not f[0].isdigit()))
     seed = 0
     # The prior counts as one 100-unit rewrite, so a run's own first measurements soon outweigh it.
     lengths = LengthYield(YIELD_BOUNDS, asked=100, written=100 * YIELD_PRIOR)
@@ -365,7 +368,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             candidate = without_title(without_request(one_paragraph(text, language), retry), src.title, section)
             if candidate.strip() and not cut:
                 lengths.add(asked, art.prose_length(candidate, language))
-            problems = rewrite_problems(original, candidate, language, f"{src.title}\n{section}")
+            problems = rewrite_problems(original, candidate, language, f"{src.title}\n{section}\n{names}")
             dropped = bool(art.missing_facts(original, candidate, language)) and bool(candidate.strip())
             if cut and rejected(language, "unfinished") not in problems:
                 problems.append(rejected(language, "cut"))

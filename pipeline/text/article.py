@@ -453,8 +453,9 @@ _CAPITAL = re.compile(r"\b[A-Z][A-Za-z0-9]+\b")
 _LATIN = re.compile(r"[A-Za-z][A-Za-z0-9+#.-]*")
 
 
-def facts(text: str, language: str) -> set[str]:
-    """The checkable facts of a paragraph: numbers, links, code, identifiers and names."""
+def facts(text: str, language: str, *, clause_starts: bool = False) -> set[str]:
+    """The checkable facts of a paragraph: numbers, links, code, identifiers and names (``clause_starts``: a word
+    capitalised where a clause starts is not taken for a name, as it is after a sentence's end)."""
     found = {u.rstrip(".,;:") for u in _URL.findall(text)}
     rest = _URL.sub(" ", text)
     found |= {f"`{c}`" for c in _CODE.findall(rest)}
@@ -463,17 +464,47 @@ def facts(text: str, language: str) -> set[str]:
     if is_chinese(language):
         found |= {w.rstrip(".") for w in _LATIN.findall(rest) if len(w) > 1}
     else:
-        # A capitalised word that does not start a sentence is a name (Redis, GitHub, Alice).
-        for sentence in re.split(r"(?<=[.!?])\s+", rest):
+        # A capitalised word that does not start a sentence is a name (Redis, GitHub, Alice). A bold label is not
+        # ("**Test Execution Issues**: Sometimes …", a list the draft ran into prose): a rewrite that wrote its point
+        # as a sentence was rejected for dropping 'Execution', 'Issues', 'Sometimes' (make run, 2026-12-05).
+        rest = _BOLD_LABEL.sub(": ", rest)
+        for sentence in re.split(_CLAUSE_START if clause_starts else r"(?<=[.!?])\s+", rest):
             words = sentence.split()
-            found |= {m.group(0) for w in words[1:] for m in [_CAPITAL.match(w.strip("(\"'"))] if m and m.group(0) != "I"}
+            found |= {m.group(0) for w in words[1:] for m in [_CAPITAL.match(w.strip("(\"'\u201c\u2018"))] if m and m.group(0) != "I"}
     return found
 
 
-def missing_facts(original: str, rewrite: str, language: str, *, ignore_case: bool = False) -> list[str]:
-    """The facts of ``original`` that ``rewrite`` does not contain (``ignore_case``: in any case)."""
-    def plain(s: str) -> str:
-        s = s.replace(",", "")  # 1,200 and 1200 are the same number
-        return s.lower() if ignore_case else s
-    have = plain(rewrite)
-    return sorted(f for f in facts(original, language) if plain(f) not in have)
+# Where a writer may capitalise a common word: after a sentence's end, a colon, a semicolon, a dash, or an opening
+# quote or bracket ("…: Once the log was read", "— Every week").
+_BOLD_LABEL = re.compile(r"\*\*[^*\n]{1,60}\*\*\s*[:：]")
+_CLAUSE_START = r"(?<=[.!?:;])\s+|\s+[—–-]+\s+|\s+(?=[(\"'\u201c\u2018])"
+
+
+def added_names(rewrite: str, original: str, language: str) -> list[str]:
+    """The facts ``rewrite`` names that ``original`` (in any case) does not: invented numbers, names, links.
+
+    Not a name (bench, 2026-12-04: 11 English rewrites rejected so): a common word capitalised where a clause starts
+    ("…: Once the log was read"), and an acronym of ``original`` spelled out ("Integrated Development Environment" for
+    IDE)."""
+    have = original.replace(",", "").lower()
+    acronyms = {a.lower() for a in re.findall(r"\b[A-Z]{2,}(?=s?\b)", original)}
+    spelled = set()
+    for run in re.finditer(r"\b[A-Z][a-z]+(?:\s+(?:of|and|for|the)?\s*[A-Z][a-z]+)+", rewrite):
+        words = [w for w in run.group(0).split() if w[0].isupper()]
+        if "".join(w[0] for w in words).lower() in acronyms:
+            spelled |= set(words)
+    found = facts(rewrite, language, clause_starts=True) - spelled
+    return sorted(f for f in found if f.replace(",", "").lower() not in have)
+
+
+def missing_facts(original: str, rewrite: str, language: str) -> list[str]:
+    """The facts of ``original`` that ``rewrite`` does not contain. Case and spacing aside: "Circle CI" keeps
+    CircleCI (a rewrite was rejected for dropping it; bench, 2026-12-04)."""
+    have = rewrite.replace(",", "")  # 1,200 and 1200 are the same number
+    loose = (have.lower(), re.sub(r"\s+", "", have).lower())
+
+    def kept(fact: str) -> bool:
+        fact = fact.replace(",", "")
+        # Code is kept as written; a name in any case ("the Redis cache", "redis").
+        return fact in have if fact.startswith("`") else any(fact.lower() in h for h in loose)
+    return sorted(f for f in facts(original, language, clause_starts=True) if not kept(f))
