@@ -547,6 +547,26 @@ def test_a_sentence_said_twice_is_deleted_where_it_is_repeated(tmp_path):
     assert checks(GOOD.replace("We deleted them.", "We deleted them. We deleted them.")) == []  # too short to count
 
 
+def test_a_sentence_that_points_back_at_a_deleted_repeat_goes_with_it(tmp_path):
+    # bench, 2026-12-04, a stored article: a sentence deleted as a repeat left the next one opening "This was done
+    # by …" with nothing before it for "This" to mean.
+    again = "Every job now has a named owner who hears about it when it slows down."
+    dangling = "This was done by adding one line to each job's configuration."
+
+    def repeats(request, user):
+        if user.startswith("Write section 2 of"):
+            return part_for(user).replace(". ", f". {again} ", 1)
+        if user.startswith("Write the closing"):
+            return part_for(user).replace(". ", f". {again} {dangling} ", 1)
+        return None
+    row = stored_draft(tmp_path, repeats)
+    assert row.body.count(again) == 1 and dangling not in row.body
+    assert {"part": "closing", "dropped": dangling} in json.loads(row.checks_json)["repairs"]
+    assert part_for("Write the closing").split(". ", 1)[1] in row.body  # the sentences after it stay
+    assert art.points_back("This was done by hand.", "en") and art.points_back("这样一来，构建快了很多。", "zh")
+    assert not art.points_back("Thistle grows here.", "en") and not art.points_back("The job ran.", "en")
+
+
 def test_a_sentence_that_says_a_long_run_of_an_earlier_one_again_is_deleted_and_named_by_the_check(tmp_path):
     # bench, 2026-12-04, a stored English article: "… as developers may spend a significant amount of time debugging,
     # which can lead to decreased focus and reduced efficiency" in three sections, each time in a new sentence.

@@ -681,7 +681,11 @@ class Writer:
             if art.blocks(p)[0].kind == "code":
                 kept.append(p)
                 continue
-            new = [x.strip() for x in art.sentences(p) if said.repeated(x) is None]
+            new, gone = [], False
+            for x in art.sentences(p):
+                gone = said.repeated(x) is not None or (gone and art.points_back(x, self.language))
+                if not gone:
+                    new.append(x.strip())
             if new:
                 kept.append(p if len(new) == len(art.sentences(p)) else joiner.join(new))
         return "\n\n".join(kept)
@@ -730,13 +734,15 @@ class Writer:
                     out.append(p)
                     continue
                 kept, said_here, known = [], art.sentences(p), len(said.keys)
+                gone = False  # the sentence before was deleted
                 for sentence in said_here:
-                    if said.repeated(sentence) is not None:
+                    if said.repeated(sentence) is not None or (gone and art.points_back(sentence, self.language)):
                         self.repairs.append({"part": name, "dropped": sentence[:120]})
-                        changed = True
+                        changed = gone = True
                         continue
                     said.add(sentence, 0)
                     kept.append(sentence)
+                    gone = False
                 left = joiner.join(kept) if len(kept) < len(said_here) else p
                 if kept and any(art.near_duplicate(e, left) for e in earlier):  # the same paragraph in other words
                     self.repairs.append({"part": name, "dropped": left[:120]})

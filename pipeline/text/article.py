@@ -233,6 +233,16 @@ def phrases(sentence: str, language: str) -> frozenset[str]:
     return runs(sentence, language, PHRASE["zh" if is_chinese(language) else "en"])
 
 
+# A sentence that opens by pointing back at the one before it ("This was done by …", "这样一来"): left after that one
+# is deleted as a repeat, it points at nothing (bench, 2026-12-04, a stored article).
+_POINTS_BACK = {"en": re.compile(r"^[\"'(]*(this|that|these|those|it|they|such)\b", re.IGNORECASE),
+                "zh": re.compile(r"^[“\"]*(这|那|它|此|其)")}
+
+
+def points_back(sentence: str, language: str) -> bool:
+    return bool(_POINTS_BACK["zh" if is_chinese(language) else "en"].match(sentence.strip()))
+
+
 class SaidBefore:
     """The sentences of an article so far, to tell when one is said again: word for word, all but a word, or a
     long run of its words (``PHRASE``)."""
