@@ -214,6 +214,34 @@ def test_an_outline_point_given_as_a_paragraph_is_kept_to_its_claim_and_a_point_
     assert "tested extensively" not in section_requests(ctx)[0].system
 
 
+def test_an_outline_point_that_repeats_a_long_run_of_an_earlier_point_is_kept_to_its_own_clause(tmp_path):
+    # make run, 2026-12-05 (Chinese): three points ended "，因为开发人员需要不断地调试和修复测试代码，以确保测试结果能够重现";
+    # each section wrote the tail again and three sections were deleted as repeats.
+    tail = "，因为开发人员需要不断地调试和修复测试代码，以确保测试结果能够重现。"
+    earlier = ["不稳定的测试会浪费大量的开发时间" + tail]
+    assert draft.before_shared("不稳定的测试会让团队不再相信构建结果" + tail, earlier, "zh") == "不稳定的测试会让团队不再相信构建结果。"
+    assert draft.before_shared("团队付出代价" + tail, earlier, "zh") == "团队付出代价" + tail  # too little left
+    assert draft.before_shared("重试掩盖了真正的问题。", earlier, "zh") == "重试掩盖了真正的问题。"
+    shared = ", because developers have to keep debugging and fixing the test code to make results repeatable."
+
+    def same_tail(request, user):
+        if "<topic>" not in user:
+            return None
+        plan = outline_for(user)
+        for s in plan["sections"][1:]:
+            s["point"] = s["point"].rstrip(".") + shared
+        return json.dumps(plan)
+    ctx = make_ctx(tmp_path, writer(same_tail))
+    draft.draft.fn(ctx, add_topic(ctx))
+    assert len(outline_requests(ctx)) == 1
+    with ctx.ledger.read() as s:
+        [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()
+    points = [x["point"] for x in json.loads(outline.sections_json)]
+    want = [x["point"] for x in outline_for(TOPIC)["sections"]]
+    assert points[:2] == [want[0], want[1].rstrip(".") + shared] and points[2:] == want[2:]
+    assert "keep debugging" not in section_requests(ctx)[0].system.split("Serial uploads")[1]
+
+
 def test_a_section_cut_by_max_tokens_is_continued_from_its_last_sentence(tmp_path):
     cut_text = POOL[3] + " " + POOL[4] + "\n\n" + POOL[5] + " The linker spent ninety sec"
 
@@ -306,6 +334,18 @@ def test_a_short_draft_gets_more_paragraphs_until_the_floor(tmp_path):
     result = draft.draft.fn(ctx, add_topic(ctx))
     assert any("one more paragraph" in r.messages[-1]["content"] for r in ctx.llm.requests)
     assert result["words"] >= 420
+
+
+def test_a_draft_just_over_the_floor_is_lengthened_to_leave_the_rewrites_room(tmp_path):
+    # make run, 2026-12-05: a 705-word draft (floor 700); two of its four rewrites were rejected because each,
+    # a little shorter than its paragraph, took the article under the floor ("691 < 700").
+    ctx = make_ctx(tmp_path, writer(), PIPELINE_DRAFT__TARGET_WORDS="440")  # floor 385; the parts give ~390
+    topic_id = add_topic(ctx)
+    with ctx.ledger.read() as s:
+        outline = draft._outline(ctx, s.get(Topic, topic_id))
+    body, _ = draft.Writer(ctx, outline).article()
+    assert sum("one more paragraph" in r.messages[-1]["content"] for r in ctx.llm.requests) == 1
+    assert art.body_length(body, "en") >= 385 + int(440 * draft.REWRITE_ROOM)
 
 
 def prose_of(words: int, rng) -> str:
