@@ -93,6 +93,26 @@ def test_plain_completion_honours_max_tokens(litellm_local):
     assert not resp.choices[0].message.tool_calls
 
 
+def test_the_outline_grammar_keeps_thesis_and_points_to_one_sentence(litellm_local):
+    # make run, 2026-12-05: asked for one sentence, the constrained outline gave each point two or three (306
+    # tokens, 24 s). The schema's pattern is turned into llama.cpp's grammar: a sentence's end can only close the string.
+    import json
+    import re
+
+    from pipeline.capabilities import draft
+
+    ask = ("Plan a blog post about why our nightly builds got faster. Answer with JSON only: "
+           '{"title": "...", "thesis": "...", "sections": [{"heading": "...", "point": "..."}]}. '
+           "Give 4 sections. Explain each point in three or four sentences.")
+    resp = litellm_local.completion(
+        model=MODEL, messages=[{"role": "user", "content": ask}], max_tokens=draft.OUTLINE_MAX_TOKENS, temperature=0,
+        num_retries=0, response_format={"type": "json_schema",
+                                        "json_schema": {"name": "article_outline", "schema": draft.outline_schema(4)}})
+    plan = json.loads(resp.choices[0].message.content)
+    said = [plan["thesis"]] + [s["point"] for s in plan["sections"]]
+    assert all(re.fullmatch(r'([^".!?。！？\\]|\.[0-9])+[.!?。！？]?', x) for x in said), said
+
+
 ONE_LONG_LINE = "Count from 1 to 400 separated by commas, all on one line. Output only the numbers."
 
 

@@ -83,16 +83,21 @@ TOKENS_PER_UNIT = {"en": 1.4, "zh": 0.75}
 
 # No minLength/maxLength on the strings: llama.cpp turns them into bounded repetitions in the grammar, which
 # cost time at every sampled token; lengths are checked after parsing instead (parse_outline).
+# The thesis and each point are one sentence by the grammar: a sentence's end (a "." not before a digit, "!", "?",
+# "。", "！", "？") can only close the string. Asked for "one sentence of at most 20 words", the embedded model gave
+# each point two or three (306 tokens, 24 s, make run 2026-12-05), and all but the first were cut off after it
+# had written them (``first_sentence``). No backslash: no escapes, no line breaks.
+ONE_SENTENCE = {"type": "string", "pattern": r'^([^".!?。！？\\]|\.[0-9])+[.!?。！？]?$'}
 OUTLINE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "title": {"type": "string"},
-        "thesis": {"type": "string"},
+        "thesis": ONE_SENTENCE,
         "sections": {
             "type": "array", "minItems": 3, "maxItems": 6,
             "items": {
                 "type": "object",
-                "properties": {"heading": {"type": "string"}, "point": {"type": "string"}},
+                "properties": {"heading": {"type": "string"}, "point": ONE_SENTENCE},
                 "required": ["heading", "point"], "additionalProperties": False,
             },
         },
