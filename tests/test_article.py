@@ -61,6 +61,15 @@ def outline_requests(ctx):
     return [r.messages[-1]["content"] for r in ctx.llm.requests if "<topic>" in r.messages[-1]["content"]]
 
 
+def drafted_outline(tmp_path, answer):
+    """A draft written with ``answer`` as the scripted writer: its context, result and stored outline."""
+    ctx = make_ctx(tmp_path, writer(answer))
+    result = draft.draft.fn(ctx, add_topic(ctx))
+    with ctx.ledger.read() as s:
+        [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()
+    return ctx, result, outline
+
+
 def drafted_asks(tmp_path, overrides, starting: str) -> tuple[list[str], str]:
     """A draft written with ``overrides``: the requests that start with ``starting``, and the stored body."""
     ctx = make_ctx(tmp_path, writer(overrides))
@@ -128,11 +137,8 @@ def test_a_thesis_that_opens_by_describing_the_post_keeps_its_claim_and_is_not_a
         plan["thesis"] = "This blog post explores how a cache key and a few deleted sleeps cut our nightly build."
         plan["sections"][1]["point"] = "This post shows that parallel uploads saved eleven minutes."
         return json.dumps(plan)
-    ctx = make_ctx(tmp_path, writer(about_itself))
-    draft.draft.fn(ctx, add_topic(ctx))
+    ctx, _, outline = drafted_outline(tmp_path, about_itself)
     assert len(outline_requests(ctx)) == 1
-    with ctx.ledger.read() as s:
-        [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()
     assert outline.thesis == "How a cache key and a few deleted sleeps cut our nightly build."
     assert json.loads(outline.sections_json)[1]["point"] == "Parallel uploads saved eleven minutes."
     assert draft.claim_of("本文探讨了缓存键和并行上传如何缩短夜间构建。") == "缓存键和并行上传如何缩短夜间构建。"
@@ -158,12 +164,9 @@ def test_an_outline_with_an_introduction_or_a_thesis_about_the_post_is_fixed_or_
                             {"heading": "Conclusion", "point": "Measure first."}]
         answers.append(plan)
         return json.dumps(plan)
-    ctx = make_ctx(tmp_path, writer(framed))
-    draft.draft.fn(ctx, add_topic(ctx))
+    ctx, _, outline = drafted_outline(tmp_path, framed)
     outline_asks = outline_requests(ctx)
     assert len(outline_asks) == 2 and "not meta-text" in outline_asks[1]
-    with ctx.ledger.read() as s:
-        [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()
     headings = [x["heading"] for x in json.loads(outline.sections_json)]
     assert "Introduction" not in headings and "Conclusion" not in headings and len(headings) == 4
 
@@ -208,12 +211,9 @@ def test_an_outline_point_given_as_a_paragraph_is_kept_to_its_claim_and_a_point_
                                                                                 "Owners without alerts")
         answers.append(plan)
         return json.dumps(plan)
-    ctx = make_ctx(tmp_path, writer(padded))
-    result = draft.draft.fn(ctx, add_topic(ctx))
+    ctx, result, outline = drafted_outline(tmp_path, padded)
     outline_asks = outline_requests(ctx)
     assert len(outline_asks) == 2 and "make the same point" in outline_asks[1] and result["checks"] == "passed"
-    with ctx.ledger.read() as s:
-        [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()
     points = [x["point"] for x in json.loads(outline.sections_json)]
     assert points[:3] == [x["point"] for x in outline_for(TOPIC)["sections"]][:3]
     assert points[3] == "Owners without alerts wasted time."
@@ -238,11 +238,8 @@ def test_an_outline_point_that_repeats_a_long_run_of_an_earlier_point_is_kept_to
         for s in plan["sections"][1:]:
             s["point"] = s["point"].rstrip(".") + shared
         return json.dumps(plan)
-    ctx = make_ctx(tmp_path, writer(same_tail))
-    draft.draft.fn(ctx, add_topic(ctx))
+    ctx, _, outline = drafted_outline(tmp_path, same_tail)
     assert len(outline_requests(ctx)) == 1
-    with ctx.ledger.read() as s:
-        [outline] = s.exec(select(Outline).where(Outline.run_id == ctx.run_id)).all()
     points = [x["point"] for x in json.loads(outline.sections_json)]
     want = [x["point"] for x in outline_for(TOPIC)["sections"]]
     assert points[:2] == [want[0], want[1].rstrip(".") + shared] and points[2:] == want[2:]
