@@ -8,7 +8,6 @@ messages sent, the tokens answered), each mode in its own process with the serve
 
 * ``shipped``: ``provider.server_params`` as it is (KV cache in Q8_0, n-gram drafts of ``provider.NGRAM_DRAFT``);
 * ``before``: the server before these measurements: F16 KV cache, no speculative decoding;
-* ``off``: F16 KV cache, flash attention as llama.cpp chooses, no speculative decoding (``before`` again);
 * ``ngram-simple`` / ``ngram-map-k`` / ``ngram-mod``: llama.cpp's self-speculative decoding, drafts looked up in the
   token history of the request (prompt and reply so far; no draft model, so nothing competes for the two cores:
   the 0.5B draft model measured 0.29x, bench/bench_speculative.py);
@@ -37,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-MODES = ("before", "off", "ngram-simple", "ngram-map-k", "ngram-mod", "kv-q8", "shipped")
+MODES = ("before", "ngram-simple", "ngram-map-k", "ngram-mod", "kv-q8", "shipped")
 
 
 def calls_of(ledger: Path, limit: int) -> list[dict]:
@@ -140,7 +139,7 @@ def main() -> None:
         res["summary"] = summarise(res)
         results[mode] = res
         print(mode, json.dumps(res["summary"]), file=sys.stderr, flush=True)
-    base = (results.get("before") or results.get("off") or {}).get("summary", {}).get("tokens_per_s")
+    base = results.get("before", {}).get("summary", {}).get("tokens_per_s")
     report = {"model": "qwen2.5-coder-1.5b-instruct-q4_k_m", "cpus": len(os.sched_getaffinity(0)),
               "draft_max": args.draft_max, "calls": args.calls,
               "speedup": {m: round(r["summary"]["tokens_per_s"] / base, 3) for m, r in results.items() if base},
