@@ -187,3 +187,17 @@ def test_a_paragraph_longer_than_a_window_has_each_token_predicted_once_from_its
     ll, mean, _var, _rank = model._positions(model.hidden(ids[start:end])[skip:-1], np.asarray(ids[start + skip + 1:end]))
     at = plan[0][1] - 1  # the first window predicted tokens 1 .. end - 1
     assert np.allclose(stats.ll[at:at + len(ll)], ll, atol=1e-4) and np.allclose(stats.mean[at:at + len(ll)], mean, atol=1e-4)
+
+
+def test_the_scoring_models_output_matrix_is_found_where_gguf_reader_finds_it(scorer):
+    """The header walk (gguf_header) on the shipped file: the reader took 7-9 s to open it, every run."""
+    import gguf
+
+    from pipeline.model.local import gguf_header
+
+    model = scorer.model()
+    walked = gguf_header.tensors(model.path)
+    read = gguf.GGUFReader(str(model.path))
+    assert {t.name: (int(t.data_offset), int(t.tensor_type)) for t in read.tensors} == \
+        {name: (t.offset, t.type) for name, t in walked.items()}
+    assert model._out._offset == walked["output.weight"].offset

@@ -232,6 +232,9 @@ def windows(n: int) -> list[tuple[int, int, int]]:
     return out
 
 
+_FLOATS = {"F16": "float16", "F32": "float32", "F64": "float64"}
+
+
 class OutputLayer:
     """The scoring model's output matrix as the GGUF stores it (quantised), rows read from the file and dequantised
     on demand: ``block(lo, hi)`` and ``rows(ids)`` are float32, exactly the values a dense dequantised copy holds.
@@ -241,17 +244,21 @@ class OutputLayer:
         import gguf
         import numpy as np
 
-        reader = gguf.GGUFReader(str(path))
-        tensor = next((t for t in reader.tensors if t.name == "output.weight"), None)
-        if tensor is None:  # tied embeddings: the input matrix is the output matrix
-            tensor = next(t for t in reader.tensors if t.name == "token_embd.weight")
+        from . import gguf_header
+
+        found = gguf_header.tensors(path)
+        # Tied embeddings: the input matrix is the output matrix.
+        tensor = found.get("output.weight") or found["token_embd.weight"]
         self._gguf, self._np = gguf, np
-        self._type, self._dtype = tensor.tensor_type, tensor.data.dtype
-        self.vocab, self._width = (int(x) for x in tensor.data.shape)  # a row: one vocabulary entry
+        self._type = gguf.GGMLQuantizationType(tensor.type)
+        # As gguf.GGUFReader shapes it: floats as themselves, anything quantised as each row's bytes.
+        self._dtype = np.dtype(_FLOATS.get(self._type.name, np.uint8))
+        width, self.vocab = tensor.dims[0], tensor.dims[1]  # a row: one vocabulary entry
+        block_size, type_size = gguf.GGML_QUANT_SIZES[self._type]
+        self._width = width if self._dtype != np.uint8 else width // block_size * type_size
         self._row_bytes = self._width * self._dtype.itemsize
-        self._offset = int(tensor.data_offset)
+        self._offset = tensor.offset
         self.nbytes = self.vocab * self._row_bytes
-        del reader, tensor  # the reader maps the whole file
         self._fd = os.open(path, os.O_RDONLY)
         # A dense float32 copy earlier versions kept beside the GGUF: 545 MB of disk nothing reads now.
         for stale in (path.with_name(path.name + ".output-f32.npy"), path.with_name(path.name + ".output-f32.npy.sha256")):
