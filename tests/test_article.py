@@ -1106,6 +1106,26 @@ def test_a_rewrite_cut_after_running_on_past_its_paragraph_is_ended_at_the_parag
     assert cut_early == ""  # too little of it before the cut: rejected as before
 
 
+def test_a_rewrite_much_longer_than_its_paragraph_keeps_only_its_first_sentences_up_to_the_limit(tmp_path):
+    # make run, 2026-12-05: asked for 113 words, the embedded model rewrote 103-word paragraphs in 158 and 218, a
+    # story the paragraph never told added after it ("Over the course of a few weeks, we observed …").
+    story = " ".join(f"Over week {n} we watched the queue grow and grow again." for n in range(1, 30))
+    ctx, record = humanized_one(tmp_path, lambda p, u: f"{rewrite_of(p)} {story}")
+    assert record["kept"] and len(record["attempts"]) == 1
+    with ctx.ledger.read() as s:
+        d = s.exec(select(Article).where(Article.kind == "draft")).one()
+        h = s.exec(select(Article).where(Article.kind == "humanized")).one()
+    original = next(a for a, b in zip(art.blocks(d.body), art.blocks(h.body), strict=True) if a.text != b.text).text
+    kept = next(b.text for b in art.blocks(h.body) if "Here is the thing." in b.text)
+    assert rewrite_of(original) in kept  # the rewrite itself whole, the story cut at a sentence
+    assert art.prose_length(kept, "en") <= humanize.LONGER * art.prose_length(original, "en")
+    assert art.complete_sentence(kept) and "week 29" not in kept
+    # And the call's budget leaves no room for twice the paragraph.
+    [ask] = rewrites(ctx)
+    assert ask.max_tokens <= 1.2 * draft.TOKENS_PER_UNIT["en"] * humanize.LONGER * art.prose_length(original, "en") + 30
+    assert humanize.at_most("One. Two three four five six.", 2, "en") == "One."
+
+
 def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp_path):
     # Seen on the embedded model (make run, 2026-12-03): told its rewrite scored too low, it kept our line and answered
     # it inside the paragraph; the score rose, so it was kept, and the held article opened with it.
@@ -1113,7 +1133,8 @@ def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp
             "incorporate a more engaging, conversational tone. Please provide me with your revised text.")
 
     def answering(p, u):
-        return f"{rewrite_of(p)} {echo}" if "rejected" not in u else rewrite_of(p)
+        # (It opened the paragraph: at its end, past LONGER, it would be cut off with the rest of the run-on.)
+        return f"{echo} {rewrite_of(p)}" if "rejected" not in u else rewrite_of(p)
     with scoring.using(FakeScorer()):
         ctx, article_id = drafted(tmp_path, answering, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
         result = humanize.humanize.fn(ctx, article_id)
@@ -1129,12 +1150,13 @@ def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp
     assert any("rewrite request" in why for why in humanize.rewrite_problems("我们把缓存键改成了锁文件的哈希。", zh, "zh"))
 
 
-def test_a_rewrite_that_says_a_sentence_twice_is_rejected_the_article_keeps_its_checks(tmp_path):
+def test_a_rewrite_that_says_a_sentence_twice_is_rejected_the_article_keeps_its_checks(tmp_path, monkeypatch):
     # bench, 2026-12-03: a kept rewrite (its score rose) said one of its sentences twice, and the held article
     # failed the "repeated sentence" check its draft had passed. The article with the rewrite in it is checked.
     def doubling(p, u):
         said = rewrite_of(p)
         return f"{said} {re.split(r'(?<=[.!?]) ', p)[-1]}" if "fails a check" not in u else said
+    monkeypatch.setattr(humanize, "LONGER", 2.0)  # the sentence said again is not cut off as a run-on
     with scoring.using(FakeScorer()):
         ctx, article_id = drafted(tmp_path, doubling, PIPELINE_HUMANIZE__THRESHOLD="40", PIPELINE_HUMANIZE__PARAGRAPHS="1")
         result = humanize.humanize.fn(ctx, article_id)
