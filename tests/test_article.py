@@ -640,6 +640,32 @@ def test_a_sentence_that_says_a_long_run_of_an_earlier_one_again_is_deleted_and_
     assert said.repeated(f"更糟的是，{zh}，评审也慢了。") == 2
 
 
+def test_a_sentence_that_says_a_long_run_of_itself_twice_is_deleted_and_named_by_the_check(tmp_path):
+    # bench, 2026-12-05, a held English article: "Regularly reviewing and updating the build process also involves
+    # regularly reviewing and updating the build process." A tautology says nothing; no check caught it.
+    tautology = ("Regularly reviewing and updating the build process also involves regularly reviewing and updating "
+                 "the build process.")
+
+    def saying_it_twice(request, user):
+        if user.startswith("Write section 2 of"):
+            return part_for(user).replace(". ", f". {tautology} ", 1)
+        return None
+    row = stored_draft(tmp_path, saying_it_twice)
+    assert tautology not in row.body
+    assert {"part": "section 2", "dropped": tautology[:120]} in json.loads(row.checks_json)["repairs"]
+    found = checks(GOOD.replace("Each job started cold.", f"Each job started cold. {tautology}"))
+    assert [c for c, _ in found] == ["repeated sentence"]
+    assert "says 'regularly reviewing and updating the build process' twice" in art.check(
+        TOPIC, GOOD.replace("Each job started cold.", tautology), topic=TOPIC, language="en", min_length=0)[0].message
+    # Six words of itself again is a writer's (the human scoring corpus has such sentences), and so is Chinese
+    # under twelve characters.
+    assert art.said_twice_within("We cached the build output, and then we cached the build output logs too.", "en") is None
+    assert art.said_twice_within("The tests ran on every commit, and the tests ran on every merge.", "en") is None
+    assert art.said_twice_within("在单体应用中，单个应用的会话需要持久化，在单体应用中，单个应用的会话需要迁移。", "zh") == "在单体应用中单个应用的会"
+    assert art.said_twice_within("缓存让构建更快，缓存也让测试更快。", "zh") is None
+    assert art.said_twice_within("例如：**Visual Studio**: 在Visual Studio中打开调用栈视图。", "zh") is None
+
+
 # Section 2's first paragraph in other words: no sentence is near enough another to count as said again, the
 # paragraph as a whole is (seen on the embedded model: "We identified and removed unnecessary dependencies …"
 # as paragraphs 8, 10 and 12, and written again by both repair rounds).

@@ -717,7 +717,8 @@ class Writer:
                 continue
             new, gone = [], False
             for x in art.sentences(p):
-                gone = said.repeated(x) is not None or (gone and art.points_back(x, self.language))
+                gone = said.repeated(x) is not None or art.said_twice_within(x, self.language) is not None or \
+                    (gone and art.points_back(x, self.language))
                 if not gone:
                     new.append(x.strip())
             if new:
@@ -750,7 +751,7 @@ class Writer:
 
     def drop_repeats(self) -> None:
         """A sentence said earlier in the article (word for word, or all but a word), or a paragraph that repeats
-        an earlier one, is deleted where it is said again.
+        an earlier one, is deleted where it is said again; so is a sentence that says a long run of itself twice.
 
         The embedded model repeats itself across parts (each part sees the outline and the end of the one
         before, not the whole article): one run said "The implementation of these fixes was a significant
@@ -770,7 +771,8 @@ class Writer:
                 kept, said_here, known = [], art.sentences(p), len(said.keys)
                 gone = False  # the sentence before was deleted
                 for sentence in said_here:
-                    if said.repeated(sentence) is not None or (gone and art.points_back(sentence, self.language)):
+                    if said.repeated(sentence) is not None or art.said_twice_within(sentence, self.language) or \
+                            (gone and art.points_back(sentence, self.language)):
                         self.repairs.append({"part": name, "dropped": sentence[:120]})
                         changed = gone = True
                         continue
