@@ -1152,6 +1152,22 @@ def test_a_rewrite_much_longer_than_its_paragraph_keeps_only_its_first_sentences
     assert humanize.at_most("One. Two three four five six.", 2, "en") == "One."
 
 
+def test_a_rewrite_given_as_paragraphs_or_as_a_line_a_sentence_is_kept_as_one_paragraph(tmp_path):
+    # Measured on the embedded model: about one rewrite in four split in two (rejected for its shape before), and
+    # one kept as six one-line sentences (bench, 2026-12-05).
+    def lines(p, u):
+        return "\n".join(re.split(r"(?<=[.!?])\s+", rewrite_of(p)))
+    ctx, record = humanized_one(tmp_path, lines)
+    assert record["kept"] and len(record["attempts"]) == 1
+    with ctx.ledger.read() as s:
+        body = s.exec(select(Article).where(Article.kind == "humanized")).one().body
+    kept = next(b.text for b in art.blocks(body) if "Here is the thing." in b.text)
+    assert "\n" not in kept and kept.startswith("Here is the thing. ")
+    assert humanize.one_paragraph("First one.\n\nSecond one.", "en") == "First one. Second one."
+    assert humanize.one_paragraph("第一句。\n第二句。", "zh") == "第一句。第二句。"
+    assert humanize.one_paragraph("Intro:\n\n- a\n- b", "en") == "Intro:\n\n- a\n- b"  # a list stays (rejected)
+
+
 def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp_path):
     # Seen on the embedded model (make run, 2026-12-03): told its rewrite scored too low, it kept our line and answered
     # it inside the paragraph; the score rose, so it was kept, and the held article opened with it.

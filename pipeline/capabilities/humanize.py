@@ -211,9 +211,11 @@ def one_paragraph(text: str, language: str) -> str:
     """A rewrite given as several plain paragraphs, joined into the one it replaces.
 
     The embedded model splits about one rewrite in four in two (measured: 2 of 8 attempts in a run); those were
-    rejected and retried, a whole model call each, though nothing was wrong with their sentences."""
+    rejected and retried, a whole model call each, though nothing was wrong with their sentences. One paragraph
+    given a line a sentence is joined too: it was kept so (bench, 2026-12-05), and a platform that keeps line
+    breaks (WeChat's editor) shows it as six one-line paragraphs."""
     bs = art.blocks(text)
-    if len(bs) < 2 or any(b.kind != "paragraph" for b in bs):
+    if not bs or any(b.kind != "paragraph" for b in bs) or (len(bs) == 1 and "\n" not in bs[0].text.strip()):
         return text
     joiner = "" if language == "zh" else " "
     return joiner.join(joiner.join(line.strip() for line in b.text.splitlines()) for b in bs)
