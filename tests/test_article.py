@@ -666,6 +666,16 @@ def test_a_sentence_that_says_a_long_run_of_itself_twice_is_deleted_and_named_by
     assert art.said_twice_within("例如：**Visual Studio**: 在Visual Studio中打开调用栈视图。", "zh") is None
 
 
+def test_a_chinese_term_in_latin_letters_is_one_unit_not_a_run_of_letters(tmp_path):
+    # bench, 2026-12-06: counted a letter a unit, "夜间构建（Nightly Build）" alone was a 16-unit run, so a rewrite that named
+    # it in its first sentence "said again what paragraph 1 said", and was rejected.
+    said = art.SaidBefore("zh")
+    said.add("夜间构建（Nightly Build）之所以变快，主要是因为优化了缓存。", 1)
+    assert said.repeated("夜间构建（Nightly Build）之所以能更快，是因为并行构建可以同时处理多份任务。") is None
+    assert said.repeated("夜间构建（Nightly Build）之所以变快，主要是因为优化了缓存和并行。") == 1  # a repeat still is
+    assert art.units("用了 Gradle 8.5 的缓存", "zh") == ["用", "了", "gradle", "8", "5", "的", "缓", "存"]
+
+
 # Section 2's first paragraph in other words: no sentence is near enough another to count as said again, the
 # paragraph as a whole is (seen on the embedded model: "We identified and removed unnecessary dependencies …"
 # as paragraphs 8, 10 and 12, and written again by both repair rounds).
