@@ -1178,6 +1178,22 @@ def test_a_rewrite_given_as_paragraphs_or_as_a_line_a_sentence_is_kept_as_one_pa
     assert humanize.one_paragraph("Intro:\n\n- a\n- b", "en") == "Intro:\n\n- a\n- b"  # a list stays (rejected)
 
 
+def test_a_name_the_rewrite_misspelt_is_written_as_its_paragraph_has_it_a_changed_number_is_not():
+    # bench, 2026-12-06: sampled away from the prompt's wording, a rewrite wrote 'maven-sure-fire-plugin'; rejected
+    # for dropping 'maven-surefire-plugin', its retry (sampled so that names come through) copied the paragraph.
+    original = "We pinned `maven-surefire-plugin` to 3.2 and moved the nightly job from Jenkins to Buildkite."
+    typos = "Our nightly job left Jenkin for Buildkit, and we pinned `maven-sure-fire-plugin` to 3.2."
+    fixed = humanize.respelt(original, typos, "en")
+    assert fixed == "Our nightly job left Jenkins for Buildkite, and we pinned `maven-surefire-plugin` to 3.2."
+    assert not humanize.rewrite_problems(original, fixed, "en")
+    changed = "Our nightly job left Jenkins for Buildkite, and we pinned `maven-surefire-plugin` to 3.5."
+    assert humanize.respelt(original, changed, "en") == changed  # a number is a fact, not a spelling
+    assert any("dropped '3.2'" in why for why in humanize.rewrite_problems(original, changed, "en"))
+    zh = "我们用了 Maven 的 `maven-surefire-plugin` 插件。"
+    assert humanize.respelt(zh, "我们配置了 Maven 的 `maven-sure-fire-plugin` 插件。", "zh") == \
+        "我们配置了 Maven 的 `maven-surefire-plugin` 插件。"
+
+
 def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp_path):
     # Seen on the embedded model (make run, 2026-12-03): told its rewrite scored too low, it kept our line and answered
     # it inside the paragraph; the score rose, so it was kept, and the held article opened with it.

@@ -239,6 +239,31 @@ def ran_on(text: str, units: int, language: str) -> str:
     return ended if art.prose_length(ended, language) >= SHORTER * units else ""
 
 
+MISSPELT = 0.85  # difflib ratio above which a name the rewrite added is one of its paragraph's, misspelt
+
+
+def respelt(original: str, rewrite: str, language: str) -> str:
+    """The rewrite with each name or identifier it misspelt of its paragraph's written as the paragraph has it.
+    Sampled away from the prompt's wording, the embedded model wrote 'maven-sure-fire-plugin' for
+    'maven-surefire-plugin'; the retry, sampled without that (so that names come through), gave the paragraph
+    back 100 % the same, and the paragraph was not rewritten (bench, 2026-12-06). A misspelt name is a typo,
+    not a new fact: the rewrite is the paragraph's in every other respect, so the name is put back."""
+    lost = art.missing_facts(original, rewrite, language)
+    if not lost:
+        return rewrite
+    own = {f.lower() for f in art.facts(original, language, clause_starts=True)}
+    for added in sorted(f for f in art.facts(rewrite, language, clause_starts=True) if f.lower() not in own):
+        if len(added.strip("`")) < 5 or added.isdigit():
+            continue  # a number is a number: 1.5 for 1.25 is a new fact
+        match = max(lost, key=lambda f: similarity(f.lower(), added.lower()))
+        if not any(c.isdigit() for c in match) and similarity(match.lower(), added.lower()) >= MISSPELT:
+            rewrite = re.sub(rf"(?<![\w-]){re.escape(added)}(?![\w-])", match.replace("\\", "\\\\"), rewrite)
+            lost.remove(match)
+            if not lost:
+                break
+    return rewrite
+
+
 def at_most(text: str, limit: float, language: str) -> str:
     """``text``'s leading sentences up to ``limit`` units (words; Chinese: characters): all of it when it is no
     longer, and at least its first sentence."""
@@ -391,7 +416,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             candidate = without_title(without_request(one_paragraph(text, language), retry), src.title, section)
             if candidate.strip() and not cut:
                 lengths.add(asked, art.prose_length(candidate, language))
-            candidate = at_most(candidate, LONGER * units, language)
+            candidate = respelt(original, at_most(candidate, LONGER * units, language), language)
             problems = rewrite_problems(original, candidate, language, f"{src.title}\n{section}\n{names}")
             dropped = bool(art.missing_facts(original, candidate, language)) and bool(candidate.strip())
             if cut and rejected(language, "unfinished") not in problems:
