@@ -85,6 +85,50 @@ def test_constrained_first_call_is_topic(litellm_local, record_property):
     assert elapsed < 120
 
 
+NEXT_RUN = """
+import json, os, sys
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+import litellm
+from pipeline.model.local import provider, saved_prompts
+provider.register_local_provider(sys.argv[1])
+restored = []
+real = saved_prompts.SavedPrompts.restore
+saved_prompts.SavedPrompts.restore = lambda self, slot, name: restored.append(real(self, slot, name)) or restored[-1]
+messages, tools = json.loads(sys.argv[2])
+resp = litellm.completion(model="local/qwen2.5-coder-1.5b", messages=messages, tools=tools, tool_choice="auto",
+                          temperature=0.3, timeout=120, num_retries=0)
+print(json.dumps({"restored": restored, "call": resp.choices[0].message.tool_calls[0].function.name}))
+"""
+
+
+def test_the_agents_first_prompt_is_saved_and_the_next_runs_first_turn_restores_it(litellm_local, tmp_path):
+    """saved_prompts: the first turn's system prompt and tools (~500 tokens, ~9 s to read on 2 cores) are saved
+    after it, and the next process's first turn, on another day, restores them instead of reading them."""
+    import json
+    import subprocess
+    import sys
+    import uuid
+
+    from pipeline.model.local import provider
+
+    messages, toolbox = _pipeline_start()
+    messages[0]["content"] += f"\n(test {uuid.uuid4().hex})"  # a prompt no earlier run has saved
+    tools = toolbox.schemas()
+    resp = litellm_local.completion(model=MODEL, messages=messages, tools=tools, tool_choice="auto",
+                                    temperature=0.3, timeout=60, num_retries=0)
+    assert resp.choices[0].message.tool_calls
+    req, _ = provider._request(messages, {"tools": tools, "tool_choice": "auto"}, True)
+    saved = provider._saved
+    assert saved is not None and (saved.directory / saved.name(req)).is_file()
+    messages[1]["content"] = messages[1]["content"].replace("2026-01-01", "2026-01-02")  # the next day's task line
+    out = subprocess.run([sys.executable, "-c", NEXT_RUN, str(DATA_DIR), json.dumps([messages, tools])],
+                         capture_output=True, text=True, timeout=600, cwd=DATA_DIR.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"restored": [True], "call": "topic"}
+    (saved.directory / saved.name(req)).unlink()
+
+
 def test_plain_completion_honours_max_tokens(litellm_local):
     resp = litellm_local.completion(model=MODEL, messages=[{"role": "user", "content": "Write a long story."}],
                                     max_tokens=8, num_retries=0)

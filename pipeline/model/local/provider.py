@@ -4,7 +4,8 @@ The pipeline talks to every model through ``litellm.completion``; registering a
 ``CustomLLM`` keeps that single path (retries, ledger, guard) for the local model
 too. llama.cpp runs in-process through ``xllamacpp.Server``, loaded once per
 process on first use (it also opens an HTTP listener: 127.0.0.1, a port the OS
-picks, a random API key; nothing here uses it).
+picks, a random API key; only its ``/slots`` endpoint is used, to keep the agent's first prompt across runs:
+``saved_prompts``).
 
     local/qwen2.5-coder-1.5b       tools are turned into one JSON schema (see ``pipeline.model.constrained``)
                                    and the reply back into ``tool_calls``: reliable tool use
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import secrets
 import threading
@@ -43,6 +45,9 @@ from ..constrained import (
 )
 from ..loops import LoopGuard
 from . import assets
+from .saved_prompts import SavedPrompts, first_turn
+
+log = logging.getLogger(__name__)
 
 MODEL = "qwen2.5-coder-1.5b"
 PROVIDERS = {"local": True, "local-raw": False}  # provider -> constrained
@@ -68,6 +73,7 @@ FRESH_WORDING = {"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 
 
 _lock = threading.Lock()
 _server: Any = None
+_saved: SavedPrompts | None = None
 _data_dir = Path("var")
 
 
@@ -164,21 +170,42 @@ def server_params(path: Path, *, api_key: str | None = None, port: int = 0, max_
 
 
 def _load() -> Any:
-    global _server
+    global _server, _saved
     with _lock:
         if _server is not None:
             return _server
+        import httpx
         import xllamacpp
 
-        _server = xllamacpp.Server(server_params(prepare()))  # a key nobody holds
+        path = prepare()
+        key = secrets.token_hex(16)  # held by this process only: the listener is 127.0.0.1
+        p = server_params(path, api_key=key)
+        # The agent's first prompt is saved after its first turn and restored before the next run's
+        # (``saved_prompts``): its /slots endpoint, in a directory beside the weights.
+        prompts = path.parent / "prompts"
+        p.endpoint_slots = True
+        p.slot_save_path = f"{prompts}/"
+        _server = xllamacpp.Server(p)
+        fingerprint = f"{assets.SHA256} {N_CTX} {p.cache_type_k} {getattr(xllamacpp, '__version__', '')}"
+        client = httpx.Client(base_url=_server.listening_address, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+        _saved = SavedPrompts(prompts, client, fingerprint)
         atexit.register(_close)
         return _server
 
 
 def _close() -> None:
     # Drop the server before interpreter teardown so its threads are joined in order.
-    global _server
-    _server = None
+    global _server, _saved
+    _server = _saved = None
+
+
+def _kept(action: Any, *args: Any) -> bool:
+    """A saved prompt restored or saved; never a failed call for it (the prompt is then read as before)."""
+    try:
+        return bool(action(*args))
+    except Exception as exc:  # an optimisation that failed costs time, never the call
+        log.debug("saved prompt: %s", exc)
+        return False
 
 
 # A call with tools is an agent turn; one without is a capability's (outline, parts, rewrites). Left to llama.cpp's
@@ -293,6 +320,11 @@ def _handler(provider: str, constrained: bool) -> Any:
                 raise BadRequestError(message=str(exc), model=model, llm_provider=provider) from None
             req, json_protocol = _request(messages, optional_params, constrained)
             limit_ms = _timeout_ms(timeout)
+            saved, name = _saved, None
+            if saved is not None and req["id_slot"] == SLOTS["agent"] and first_turn(req["messages"]):
+                name = saved.name(req)
+                if _kept(saved.restore, SLOTS["agent"], name):
+                    name = None  # restored: nothing new to save
             if "tools" in req:  # llama.cpp's own tool calls arrive whole only unstreamed; its limit is the best there is
                 if limit_ms:
                     req["t_max_predict_ms"] = limit_ms
@@ -308,6 +340,8 @@ def _handler(provider: str, constrained: bool) -> Any:
                 code = err.get("code", 500) if isinstance(err, dict) else 500
                 cls = BadRequestError if code == 400 else InternalServerError
                 raise cls(message=f"llama.cpp: {text}", model=model, llm_provider=provider)
+            if name is not None and saved is not None:
+                _kept(saved.save, SLOTS["agent"], name)
             choice = resp["choices"][0]
             msg = choice.get("message") or {}
             finish = choice.get("finish_reason")
