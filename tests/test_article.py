@@ -1194,6 +1194,23 @@ def test_a_name_the_rewrite_misspelt_is_written_as_its_paragraph_has_it_a_change
         "我们配置了 Maven 的 `maven-surefire-plugin` 插件。"
 
 
+def test_two_words_a_rewrite_ran_together_are_written_apart_a_word_of_its_own_is_not(tmp_path):
+    # bench, 2026-12-06: sampled away from its prompt's runs, the embedded model wrote 'individuals orteams
+    # responsible' and 'test automationframework' (the token without its space); both articles kept them.
+    original = "Assign individuals or teams to each flag, and add a retry to the test automation framework."
+    joined = "Each flag gets individuals orteams, and the test automationframework gets a retry; nobody cannot."
+    assert humanize.unjoined(original, joined) == \
+        "Each flag gets individuals or teams, and the test automation framework gets a retry; nobody cannot."
+    assert humanize.unjoined("我们在 Jenkins 中用了 test runner。", "我们的 testrunner 在 Jenkins 里。") == \
+        "我们的 test runner 在 Jenkins 里。"
+    assert humanize.unjoined("A cannot B.", "Any orteams here.") == "Any orteams here."  # not two of the paragraph's
+
+    def running_together(p):
+        return rewrite_of(p).replace("keyed on a lockfile", "keyedon a lockfile")
+    _, record = humanized_one(tmp_path, first_then_fair(running_together)[0])
+    assert record["kept"] and "keyed on a lockfile" in record["text"] and "keyedon" not in record["text"]
+
+
 def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp_path):
     # Seen on the embedded model (make run, 2026-12-03): told its rewrite scored too low, it kept our line and answered
     # it inside the paragraph; the score rose, so it was kept, and the held article opened with it.
