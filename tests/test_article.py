@@ -246,6 +246,20 @@ def test_an_outline_point_that_repeats_a_long_run_of_an_earlier_point_is_kept_to
     assert "keep debugging" not in section_requests(ctx)[0].system.split("Serial uploads")[1]
 
 
+def test_the_end_of_a_part_shown_to_the_next_starts_at_a_sentence_not_inside_a_label():
+    # bench, 2026-12-06 (Chinese): the 160 characters shown began '*：频繁的测试失败…', the end of a bold label cut at a
+    # character; the next paragraph began '*：在我们团队中…' and was published so.
+    section = ("**开发效率低下**：不稳定的测试会频繁地导致代码的测试失败。**团队成员流失**：频繁的测试失败会导致团队成员对测试的依赖增加，"
+               "他们可能会感到压力大，从而影响他们的工作表现和团队的凝聚力。\n\n长期来看，这可能会导致团队成员的流失，影响团队的稳定性和长期发展。"
+               "**项目延期**：不稳定的测试会导致项目延期，因为开发团队需要花费更多的时间来解决测试问题，这可能会导致项目进度的延误，影响到项目的最终交付。")
+    tail = draft._tail(section)
+    assert tail.startswith("长期来看") and tail.endswith("影响到项目的最终交付。") and len(tail) <= draft.TAIL
+    english = " ".join(POOL[3:8])
+    tail = draft._tail(english)
+    assert tail[0].isupper() and english.endswith(tail) and len(tail) <= draft.TAIL
+    assert draft._tail(POOL[3]) == POOL[3]  # short enough: all of it
+
+
 def test_a_section_cut_by_max_tokens_is_continued_from_its_last_sentence(tmp_path):
     cut_text = POOL[3] + " " + POOL[4] + "\n\n" + POOL[5] + " The linker spent ninety sec"
 

@@ -973,9 +973,22 @@ def _bare(line: str) -> str:
     return line.strip(" *_:：.。").casefold()
 
 
+_SENTENCE_END = re.compile(r"[.!?。！？](?:[\s”\"’*)）]*)")
+
+
 def _tail(text: str) -> str:
+    """The last ``TAIL`` characters of ``text``, from the first sentence that starts in them (or the first word):
+    cut at a character, the tail began '*：频繁的测试失败…' (the end of a bold label), and the next paragraph was
+    written starting '*：在我们团队中…' and published so (bench, 2026-12-06)."""
     flat = " ".join(text.split())
-    return flat[-TAIL:]
+    if len(flat) <= TAIL:
+        return flat
+    tail = flat[-TAIL:]
+    end = _SENTENCE_END.search(tail)
+    if end and len(tail) - end.end() >= TAIL // 3:
+        return tail[end.end():].strip()
+    space = tail.find(" ")
+    return tail[space + 1:] if 0 <= space < TAIL // 3 else tail.lstrip("*_:：,，;；、 ")
 
 
 @capability(order=20, fact="article_id", lexicon=LEXICON)
