@@ -1225,6 +1225,23 @@ def test_two_words_a_rewrite_ran_together_are_written_apart_a_word_of_its_own_is
     assert record["kept"] and "keyed on a lockfile" in record["text"] and "keyedon" not in record["text"]
 
 
+def test_a_heading_line_a_rewrite_set_over_its_paragraph_is_dropped_a_list_is_not(tmp_path):
+    # bench, 2026-12-06: 'Exploring the Stack Trace from the Bottom Up: A Practical Technique for Debugging' over a
+    # rewrite, joined into its first sentence, was rejected for adding 'Navigating', 'Technique'.
+    heading = "Warming The Cold Cache Again: A Practical Technique For Builds"
+
+    def headed(p):
+        return f"{heading}\n{rewrite_of(p)}"
+    _, record = humanized_one(tmp_path, first_then_fair(headed)[0])
+    first = record["attempts"][0]
+    assert "rejected" not in first and record["kept"] and "Technique" not in record["text"]
+    assert humanize.without_heading("**功能开关的有效性与过期机制**\n功能开关需要过期时间。") == "功能开关需要过期时间。"
+    listed = "- the cache key\n- the sleeps"
+    assert humanize.without_heading(listed) == listed
+    prose = "We cut the build to nine minutes.\nNobody planned it."
+    assert humanize.without_heading(prose) == prose
+
+
 def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp_path):
     # Seen on the embedded model (make run, 2026-12-03): told its rewrite scored too low, it kept our line and answered
     # it inside the paragraph; the score rose, so it was kept, and the held article opened with it.

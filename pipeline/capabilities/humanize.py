@@ -208,6 +208,21 @@ def without_title(text: str, *titles: str) -> str:
     return text
 
 
+def without_heading(text: str) -> str:
+    """The rewrite without a first line set down as a heading: a short line with no closing stop, with more text
+    after it. A paragraph has none; the embedded model headed rewrites with its own titles ('Exploring the Stack
+    Trace from the Bottom Up: A Practical Technique for Debugging', '**功能开关的有效性与过期机制**': 5 of ~200
+    rewrites in two benches, 2026-12-06), which, joined into the paragraph, read as its first sentence and were
+    rejected for the names their capitals looked like ('Navigating', 'Technique')."""
+    first, _, rest = text.strip().partition("\n")
+    line = first.strip().strip("#*_ ").strip()
+    short = len(line.split()) <= 16 and len(line) <= 120
+    listed = re.match(r"\s*([-+]|\*(?!\*)|\d+[.)、])\s", first)  # a list's first item is no heading
+    if rest.strip() and line and short and not listed and not re.search(r"[.!?。！？:：;；,，…”\"')）]$", line):
+        return rest.strip()
+    return text
+
+
 def one_paragraph(text: str, language: str) -> str:
     """A rewrite given as several plain paragraphs, joined into the one it replaces.
 
@@ -431,7 +446,8 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             text, cut = clean_part(reply.text), reply.finish_reason == "length"
             if cut and (ended := ran_on(text, units, language)):
                 text, cut = ended, False
-            candidate = without_title(without_request(one_paragraph(text, language), retry), src.title, section)
+            candidate = without_title(without_request(one_paragraph(without_heading(text), language), retry), src.title,
+                                      section)
             if candidate.strip() and not cut:
                 lengths.add(asked, art.prose_length(candidate, language))
             candidate = respelt(original, unjoined(original, at_most(candidate, LONGER * units, language)), language)
