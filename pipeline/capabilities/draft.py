@@ -973,9 +973,6 @@ def _bare(line: str) -> str:
     return line.strip(" *_:：.。").casefold()
 
 
-_SENTENCE_END = re.compile(r"[.!?。！？](?:[\s”\"’*)）]*)")
-
-
 def _tail(text: str) -> str:
     """The last ``TAIL`` characters of ``text``, from the first sentence that starts in them (or the first word):
     cut at a character, the tail began '*：频繁的测试失败…' (the end of a bold label), and the next paragraph was
@@ -983,10 +980,15 @@ def _tail(text: str) -> str:
     flat = " ".join(text.split())
     if len(flat) <= TAIL:
         return flat
+    starts, at = [], 0
+    for sentence in art.sentences(flat):
+        at = flat.index(sentence, at)
+        starts.append(at)
+        at += len(sentence)
+    start = next((i for i in starts if len(flat) - i <= TAIL), len(flat))
+    if len(flat) - start >= TAIL // 3:
+        return flat[start:].strip()
     tail = flat[-TAIL:]
-    end = _SENTENCE_END.search(tail)
-    if end and len(tail) - end.end() >= TAIL // 3:
-        return tail[end.end():].strip()
     space = tail.find(" ")
     return tail[space + 1:] if 0 <= space < TAIL // 3 else tail.lstrip("*_:：,，;；、 ")
 

@@ -217,7 +217,7 @@ def without_heading(text: str) -> str:
     first, _, rest = text.strip().partition("\n")
     line = first.strip().strip("#*_ ").strip()
     short = len(line.split()) <= 16 and len(line) <= 120
-    listed = re.match(r"\s*([-+]|\*(?!\*)|\d+[.)、])\s", first)  # a list's first item is no heading
+    listed = art.LIST_MARKER.match(first)  # a list's first item is no heading
     if rest.strip() and line and short and not listed and not re.search(r"[.!?。！？:：;；,，…”\"')）]$", line):
         return rest.strip()
     return text
