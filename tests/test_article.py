@@ -1242,6 +1242,23 @@ def test_a_heading_line_a_rewrite_set_over_its_paragraph_is_dropped_a_list_is_no
     assert humanize.without_heading(prose) == prose
 
 
+def test_a_preamble_line_over_a_rewrite_is_taken_off_and_anywhere_else_fails_the_check(tmp_path):
+    # make run, 2026-12-06: "Here's a reformulated version of the given paragraph:" over a rewrite was joined into
+    # it, its score rose, and it was kept: the held article's paragraph opened with it.
+    preamble = "Here's a reformulated version of the given paragraph:"
+
+    def introduced(p):
+        return f"{preamble}\n\n{rewrite_of(p)}"
+    _, record = humanized_one(tmp_path, first_then_fair(introduced)[0])
+    assert "rejected" not in record["attempts"][0] and record["kept"] and "reformulated" not in record["text"]
+    assert art.without_preamble("以下是改写后的段落：\n\n我们把缓存键改成了锁文件的哈希。") == "我们把缓存键改成了锁文件的哈希。"
+    assert art.without_preamble("Sure! Here is the rewritten text: We cut the build.") == "We cut the build."
+    kept = "Here is the config we used:\n\n```toml\nx = 1\n```"  # an article's own colon line stays
+    assert art.without_preamble(kept) == kept
+    assert any("preamble" in why for why in humanize.rewrite_problems(POOL[0], f"{POOL[0]} {preamble} {POOL[0]}", "en"))
+    assert "meta-text" in [c for c, _ in checks(GOOD.replace("\n\n## ", f"\n\n{preamble} We cut it.\n\n## ", 1))]
+
+
 def test_a_rewrite_that_answers_the_request_instead_of_rewriting_is_rejected(tmp_path):
     # Seen on the embedded model (make run, 2026-12-03): told its rewrite scored too low, it kept our line and answered
     # it inside the paragraph; the score rose, so it was kept, and the held article opened with it.

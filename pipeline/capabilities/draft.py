@@ -318,8 +318,9 @@ _LABEL = re.compile(r"^\s*(\*\*)?(opening|closing|conclusion|introduction|sectio
 
 
 def clean_part(text: str) -> str:
-    """The part's prose: no code-fence wrapper, no headings (the system writes them), no 'Section 2:' label."""
-    text = text.strip()
+    """The part's prose: no preamble line ('Here is the rewritten paragraph:'), no code-fence wrapper, no headings
+    (the system writes them), no 'Section 2:' label."""
+    text = art.without_preamble(text.strip())
     fence = re.match(r"^```(?:markdown|md)?\s*\n(.*?)\n?```$", text, re.DOTALL)
     if fence:
         text = fence.group(1).strip()

@@ -76,6 +76,13 @@ META = [
     # The request echoed back: a rewrite of the embedded model kept our retry line and answered it ("Your previous
     # response scored 0.3, not above the original's 0.3. I will refine the paragraph … Please provide me with your
     # revised text."), and its score rose, so it was kept: the held article opened with it.
+    # A rewrite introduced as one: "Here's a reformulated version of the given paragraph:" opened a kept rewrite
+    # of the embedded model (make run, 2026-12-06); the reply's own first line is taken off (``without_preamble``),
+    # and the words anywhere else fail the check.
+    (r"\bhere('s| is| are) (a|an|the|your|my) ([\w-]+ ){0,3}(rewritten|revised|reformulated|rephrased|paraphrased|"
+     r"reworded|polished|edited) (version|paragraph|text|passage)\b|"
+     r"\b(of|for) the (given|provided|above) (paragraph|text|passage)\b",
+     "a preamble ('Here's a reformulated version of the given paragraph:')"),
     (r"\b(your|my) (previous|last|earlier) (response|rewrite|answer|attempt|version)\b|"
      r"\bthe (previous|last|earlier) (response|rewrite)\b|\bnot above the original\b|"
      r"\b(i will|i'll|i would|i'd|let me) (now )?(refine|rewrite|revise|rephrase|improve|edit) (the|this|your) "
@@ -98,6 +105,24 @@ META = [
 ]
 _META = [(re.compile(p, re.IGNORECASE | re.MULTILINE), what) for p, what in META]
 _ECHOES = [re.compile(p, re.IGNORECASE | re.MULTILINE) for p, _ in ECHOES]
+
+
+# A reply's first line that only introduces it ("Here's a reformulated version of the given paragraph:",
+# "Sure! Here is the rewritten text:", "以下是改写后的段落："): the text starts after it.
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:sure|certainly|of course|okay|ok)\b[,!.]?\s*)?"
+    r"(?:(?:here(?:'s| is| are)|below is)\s+(?:a|an|the|your|my)\s+(?:[\w-]+\s+){0,3}?"
+    r"(?:(?:rewritten|revised|reformulated|rephrased|paraphrased|reworded|polished|edited|improved|updated)\s+"
+    r"(?:version|paragraph|text|passage|article|draft|section)|rewrite|revision|paraphrase)\b"
+    r"|(?:(?:好的|当然|没问题)[，,！!。]?\s*)?(?:以下|下面|这)是(?:[^\n：:]{0,12})(?:改写|重写|润色|修改)(?:后|过)?的"
+    r"(?:段落|文本|内容|版本|文字|一段)?)"
+    r"[^\n:：]{0,80}[:：]\s*", re.IGNORECASE)
+
+
+def without_preamble(text: str) -> str:
+    """``text`` without a first line that only introduces it (``_PREAMBLE``), when text follows it."""
+    m = _PREAMBLE.match(text)
+    return text[m.end():].lstrip() if m and text[m.end():].strip() else text
 
 
 def echoes_instructions(text: str) -> bool:
