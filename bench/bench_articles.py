@@ -12,8 +12,11 @@ Per run, from the process and its ledger:
   its length, and whether it was published;
 * the humanize score before and after the rewrites, and how many rewritten paragraphs rose;
 * wall time, the sum of every model call's latency (agent turns and capability side calls, as the
-  ledger records them), their ratio (the run's overhead: scoring, checks, ledger, start-up), and the
-  process's peak resident memory (``wait4``'s ru_maxrss).
+  ledger records them), their ratio (the run's overhead: scoring, checks, ledger, start-up), and peak resident
+  memory: ``peak_rss_mb`` is the sum of each process's own peak (``VmHWM``; the run and its scoring model's process,
+  ``pipeline.model.local.scorer_process``), read every 0.2 s while they live: never less than the two held at any one
+  moment. ``rss_together_mb``: the most the two held at one of those readings (a spike between them is missed).
+  ``peak_rss_largest_mb`` is ``wait4``'s ru_maxrss: the largest single process's.
 
 Writes the runs and their medians to ``--out`` and the article bodies beside it (``articles/``).
 ``BENCH_KEEP_LEDGERS=DIR`` copies each run's ledger there; ``BENCH_KEEP_DIRS=DIR`` keeps each run's whole
@@ -31,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -63,16 +67,55 @@ def one_run(topic_line: str, language: str, keep: Path) -> dict:
         proc = subprocess.Popen([str(REPO / ".venv/bin/pipeline"), "run", "--config", str(REPO / "config.toml")],
                                 cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None
+        peaks: dict[int, int] = {}
+        together = [0]
+        watcher = threading.Thread(target=watch_peaks, args=(proc.pid, peaks, together), daemon=True)
+        watcher.start()
         output = proc.stdout.read().decode("utf-8", "replace")
         _, status, usage = os.wait4(proc.pid, 0)
+        watcher.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - started
         if os.environ.get("BENCH_KEEP_LEDGERS"):  # for reading a run afterwards (pipeline ledger show …)
             import shutil
             shutil.copy(Path(tmp) / "ledger.db", Path(os.environ["BENCH_KEEP_LEDGERS"]) / f"{time.time():.0f}.{language}.db")
         return {"topic": topic_line.split("|")[0].strip(), "language": language, "exit_code": proc.returncode,
-                "wall_s": round(wall, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024), "output_tail": output[-600:],
+                "wall_s": round(wall, 1), "peak_rss_mb": round(max(sum(peaks.values()), usage.ru_maxrss) / 1024),
+                "peak_rss_largest_mb": round(usage.ru_maxrss / 1024), "rss_together_mb": round(together[0] / 1024),
+                "processes": len(peaks), "output_tail": output[-600:],
                 **from_ledger(Path(tmp) / "ledger.db", language, keep)}
+
+
+def watch_peaks(root: int, peaks: dict[int, int], together: list[int]) -> None:
+    """Each process's peak resident memory (kB), ``root`` and its descendants, until ``root`` is gone; and in
+    ``together[0]`` the most they held at one reading."""
+    while True:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                    children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+        tree, todo = [], [root]
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo.extend(children.get(pid, []))
+        now = 0
+        for pid in tree:
+            with contextlib.suppress(OSError, StopIteration, ValueError):
+                status = Path(f"/proc/{pid}/status").read_text()
+                if "\nState:\tZ" in status:  # exited, not yet reaped: no memory, no VmHWM
+                    continue
+                fields = {ln.split(":")[0]: ln.split()[1] for ln in status.splitlines() if ln.startswith(("VmHWM:", "VmRSS:"))}
+                peaks[pid] = max(peaks.get(pid, 0), int(fields["VmHWM"]))
+                now += int(fields["VmRSS"])
+        together[0] = max(together[0], now)
+        with contextlib.suppress(OSError):
+            if "\nState:\tZ" not in Path(f"/proc/{root}/status").read_text():
+                time.sleep(0.2)
+                continue
+        return
 
 
 def from_ledger(path: Path, language: str, keep: Path) -> dict:

@@ -11,7 +11,11 @@ messages sent, the tokens answered), each mode in its own process with the serve
 * ``ngram-simple`` / ``ngram-map-k`` / ``ngram-mod``: llama.cpp's self-speculative decoding, drafts looked up in the
   token history of the request (prompt and reply so far; no draft model, so nothing competes for the two cores:
   the 0.5B draft model measured 0.29x, bench/bench_speculative.py);
-* ``kv-q8``: the KV cache in Q8_0 (flash attention on) instead of F16, for memory.
+* ``kv-q8``: the KV cache in Q8_0 (flash attention on) instead of F16, for memory;
+* ``MODE+scorer``: MODE, with the scoring model loaded and an article's paragraphs scored before each call, as a run
+  does between its rewrites. With the scorer's llama.cpp in this process (before 2026-12-06):
+  bench/results/decoding-scorer-inprocess.json, 0.80x; in its own process (``pipeline.model.local.scorer_process``;
+  its memory is not in this process's peak): bench/results/decoding-scorer.json, 1.01x.
 
 Each call is decoded with the run's own sampling (draft parts at ``[llm] temperature``, rewrites at ``[humanize]
 temperature`` with the DRY sampler they are sent with) and capped at the tokens the run's call produced, so
@@ -36,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-MODES = ("before", "ngram-simple", "ngram-map-k", "ngram-mod", "kv-q8", "shipped")
+MODES = ("before", "ngram-simple", "ngram-map-k", "ngram-mod", "kv-q8", "shipped", "shipped+scorer")
 
 
 def calls_of(ledger: Path, limit: int) -> list[dict]:
@@ -79,11 +83,21 @@ def child(mode: str, ledger: Path, limit: int, draft_max: int) -> dict:
     from pipeline.model.local import assets, provider
 
     settings = config_mod.load(REPO / "config.toml")
+    base, _, scored = mode.partition("+")
     p = provider.server_params(assets.model_path(REPO / "var"))
-    configure(p, mode, draft_max)
+    configure(p, base, draft_max)
     server = xllamacpp.Server(p)
+    calls = calls_of(ledger, limit)
+    scorer = None
+    if scored:
+        from pipeline.score import scoring
+
+        scorer = scoring.ModelScorer(REPO / "var")
+        paragraphs = [m["content"] for c in calls for m in c["messages"] if m["role"] == "user"]
     out = []
-    for i, call in enumerate(calls_of(ledger, limit)):
+    for i, call in enumerate(calls):
+        if scorer is not None:  # a fresh set of texts each time: the scorer's cache would skip a repeat
+            scorer._prefetch([f"{i}. {t}" for t in paragraphs[:6]], "en")
         req = {"messages": call["messages"], "max_tokens": call["tokens"], "seed": 100 + i,
                "id_slot": provider.SLOTS["capability"]}
         if call["capability"] == "humanize":

@@ -201,3 +201,46 @@ def test_the_scoring_models_output_matrix_is_found_where_gguf_reader_finds_it(sc
     assert {t.name: (int(t.data_offset), int(t.tensor_type)) for t in read.tensors} == \
         {name: (t.offset, t.type) for name, t in walked.items()}
     assert model._out._offset == walked["output.weight"].offset
+
+
+def test_the_scoring_model_runs_in_a_child_that_dies_with_its_parent(scorer, tmp_path):
+    # In the run's process its OpenMP team slowed the writer's decoding to 0.80x (pipeline.model.local.scorer_process).
+    # A parent killed outright must not leave it behind: cron starts a run a day.
+    import signal
+    import time
+
+    child = scorer.model()._process._proc
+    assert child.pid != os.getpid() and child.poll() is None
+    script = ("import sys; from pathlib import Path; from pipeline.score.scoring import ModelScorer; "
+              "m = ModelScorer(Path(sys.argv[1])).model(); "
+              "print(m._process._proc.pid, flush=True); sys.stdin.read()")
+    parent = subprocess.Popen([sys.executable, "-c", script, str(DATA_DIR)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        orphan = int(parent.stdout.readline())
+        os.kill(orphan, 0)  # alive while its parent is
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    for _ in range(200):
+        try:
+            os.kill(orphan, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{orphan}/stat").is_file() and Path(f"/proc/{orphan}/stat").read_text().split(") ")[1][0] == "Z":
+            break  # exited; its new parent has not reaped it yet
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the scorer process {orphan} outlived its killed parent")
+
+
+def test_a_scorer_that_cannot_start_says_why_in_one_line(tmp_path):
+    if importlib.util.find_spec("xllamacpp") is None:
+        missing("the scoring model's runtime", "xllamacpp not installed: pip install '.[local]'")
+    from pipeline.model.local.scorer_process import ScorerProcess
+
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a model")
+    with pytest.raises(ConfigError, match=r"scoring model: its server did not start \(bogus.gguf\): \S") as err:
+        ScorerProcess(bogus, 128, "key")
+    assert "\n" not in str(err.value)

@@ -2,10 +2,10 @@
 
 llama.cpp's server returns the probabilities of *generated* tokens only. In embedding mode with
 pooling ``none`` it returns, for every input token, the final normalised hidden state: the vector
-that the output matrix turns into logits. So the hidden states from llama.cpp (quantised, threaded,
-in-process) times the output matrix give the whole next-token distribution at every position. Checked
-against llama.cpp's own ``n_probs`` for the next token of a sentence: 0.2255 here, 0.2273 there (the
-quantised matmul's rounding); the top five tokens in the same order.
+that the output matrix turns into logits. So the hidden states from llama.cpp (quantised, threaded, in a
+process of its own: ``scorer_process``) times the output matrix give the whole next-token distribution at
+every position. Checked against llama.cpp's own ``n_probs`` for the next token of a sentence: 0.2255 here,
+0.2273 there (the quantised matmul's rounding); the top five tokens in the same order.
 
 The output matrix is the GGUF's own Q8_0 tensor (145 MB), read from the file a block of rows at a time and
 dequantised into the same float32 values a dense copy would hold: a dense float32 copy was 545 MB of the scorer's
@@ -78,39 +78,28 @@ class ScoringModel:
     """The scoring GGUF, loaded once: llama.cpp for hidden states, numpy for the output layer."""
 
     def __init__(self, path: Path, sha256: str) -> None:
-        try:
-            import numpy as np
-            import xllamacpp
-        except ImportError:
+        import importlib.util
+
+        # numpy here, llama.cpp in the scorer's own process
+        if importlib.util.find_spec("numpy") is None or importlib.util.find_spec("xllamacpp") is None:
             raise ConfigError(f"scoring model: numpy or the llama.cpp runtime is not installed; run: "
-                              f"{assets.INSTALL_HINT}") from None
+                              f"{assets.INSTALL_HINT}")
         import httpx
+        import numpy as np
+
+        from .scorer_process import ScorerProcess
 
         self.path, self.sha256 = path, sha256
         self._np = np
         self._out = OutputLayer(path)
-        p = xllamacpp.CommonParams()
-        p.model.path = str(path)
-        p.embedding = True
-        p.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_NONE
-        p.n_ctx = WINDOW
-        p.load_mode = xllamacpp.llama_load_mode.LLAMA_LOAD_MODE_NONE  # read, not mapped: see provider.server_params
-        p.n_batch = p.n_ubatch = WINDOW
-        p.n_parallel = 1
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        for cpu in (p.cpuparams, p.cpuparams_batch):
-            cpu.n_threads = threads
-            cpu.poll = 0  # see pipeline.model.local.provider: busy-polling starves small machines
-        # Per-token embeddings are served only by the native /embedding endpoint (the in-process
-        # handle_embeddings is the OpenAI one, which refuses pooling "none"): loopback, a key nobody else has.
         key = secrets.token_hex(16)
-        p.hostnames, p.port, p.api_keys = ["127.0.0.1"], 0, [key]
-        p.ui = False
-        p.endpoint_slots = False
-        p.verbosity = -1
-        self._server = xllamacpp.Server(p)
-        self._http = httpx.Client(base_url=self._server.listening_address, timeout=600,
+        self._process = ScorerProcess(path, WINDOW, key)  # in a process of its own: see scorer_process
+        self._http = httpx.Client(base_url=self._process.address, timeout=600,
                                   headers={"Authorization": f"Bearer {key}"})
+
+    def close(self) -> None:
+        self._http.close()
+        self._process.close()
 
     def tokenize(self, text: str) -> tuple[list[int], list[int]]:
         """Token ids and, per token, the byte offset where it ends in ``text.encode()``."""
