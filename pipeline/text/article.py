@@ -56,6 +56,9 @@ ECHOES = [
      r"改写后字数相近|改写成约\s*\d+\s*字|原样保留[:：]|小节[:：]", "the rewrite request echoed ('小节：… 段落（93 字，…）：')"),
 ]
 # Text about the writing rather than the subject: a model's preamble, placeholders, filler.
+# What a reply calls its own text when it introduces it as a rewrite ("Here's a reformulated version …").
+_REWORDED = "(rewritten|revised|reformulated|rephrased|paraphrased|reworded|polished|edited)"
+
 META = [
     (r"^\s*(sure|certainly|of course|okay|ok)\b[,!.]?\s*(here('s| is| are)|i('ll| will| can))", "a preamble ('Sure, here's …')"),
     (r"\bhere('s| is) (the|an|your|a) (article|draft|blog post|post|rewrite|section|outline)\b", "a preamble ('Here is the article')"),
@@ -73,16 +76,15 @@ META = [
     (r"\[(your|author'?s?|insert|company|name)[^\]]{0,30}\]", "a placeholder ('[Your Name]')"),
     (r"\blorem ipsum\b", "placeholder text ('Lorem ipsum')"),
     (r"\b(word count|note to (the )?editor|i hope this (helps|article))\b", "a note about the request"),
-    # The request echoed back: a rewrite of the embedded model kept our retry line and answered it ("Your previous
-    # response scored 0.3, not above the original's 0.3. I will refine the paragraph … Please provide me with your
-    # revised text."), and its score rose, so it was kept: the held article opened with it.
     # A rewrite introduced as one: "Here's a reformulated version of the given paragraph:" opened a kept rewrite
     # of the embedded model (make run, 2026-12-06); the reply's own first line is taken off (``without_preamble``),
     # and the words anywhere else fail the check.
-    (r"\bhere('s| is| are) (a|an|the|your|my) ([\w-]+ ){0,3}(rewritten|revised|reformulated|rephrased|paraphrased|"
-     r"reworded|polished|edited) (version|paragraph|text|passage)\b|"
+    (rf"\bhere('s| is| are) (a|an|the|your|my) ([\w-]+ ){{0,3}}{_REWORDED} (version|paragraph|text|passage)\b|"
      r"\b(of|for) the (given|provided|above) (paragraph|text|passage)\b",
      "a preamble ('Here's a reformulated version of the given paragraph:')"),
+    # The request echoed back: a rewrite of the embedded model kept our retry line and answered it ("Your previous
+    # response scored 0.3, not above the original's 0.3. I will refine the paragraph … Please provide me with your
+    # revised text."), and its score rose, so it was kept: the held article opened with it.
     (r"\b(your|my) (previous|last|earlier) (response|rewrite|answer|attempt|version)\b|"
      r"\bthe (previous|last|earlier) (response|rewrite)\b|\bnot above the original\b|"
      r"\b(i will|i'll|i would|i'd|let me) (now )?(refine|rewrite|revise|rephrase|improve|edit) (the|this|your) "
@@ -112,7 +114,7 @@ _ECHOES = [re.compile(p, re.IGNORECASE | re.MULTILINE) for p, _ in ECHOES]
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:sure|certainly|of course|okay|ok)\b[,!.]?\s*)?"
     r"(?:(?:here(?:'s| is| are)|below is)\s+(?:a|an|the|your|my)\s+(?:[\w-]+\s+){0,3}?"
-    r"(?:(?:rewritten|revised|reformulated|rephrased|paraphrased|reworded|polished|edited|improved|updated)\s+"
+    rf"(?:(?:{_REWORDED}|improved|updated)\s+"
     r"(?:version|paragraph|text|passage|article|draft|section)|rewrite|revision|paraphrase)\b"
     r"|(?:(?:好的|当然|没问题)[，,！!。]?\s*)?(?:以下|下面|这)是(?:[^\n：:]{0,12})(?:改写|重写|润色|修改)(?:后|过)?的"
     r"(?:段落|文本|内容|版本|文字|一段)?)"

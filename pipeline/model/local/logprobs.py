@@ -97,10 +97,6 @@ class ScoringModel:
         self._http = httpx.Client(base_url=self._process.address, timeout=600,
                                   headers={"Authorization": f"Bearer {key}"})
 
-    def close(self) -> None:
-        self._http.close()
-        self._process.close()
-
     def tokenize(self, text: str) -> tuple[list[int], list[int]]:
         """Token ids and, per token, the byte offset where it ends in ``text.encode()``."""
         reply = self._http.post("/tokenize", json={"content": text, "with_pieces": True})

@@ -62,26 +62,28 @@ class ScorerProcess:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", __name__, str(path), str(window)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, close_fds=True)
-        assert self._proc.stdin is not None and self._proc.stdout is not None and self._proc.stderr is not None
-        self._proc.stdin.write(key + "\n")
-        self._proc.stdin.flush()
+        stdin, stdout, stderr = self._proc.stdin, self._proc.stdout, self._proc.stderr
+        assert stdin is not None and stdout is not None and stderr is not None
+        self._stdin = stdin
+        stdin.write(key + "\n")
+        stdin.flush()
         line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self._proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(START_TIMEOUT_S)
         self.address = line[0].strip() if line else ""
         if not self.address.startswith("http://127.0.0.1:"):
             self.close()
-            error = self._proc.stderr.read().strip().splitlines()
+            error = stderr.read().strip().splitlines()
             raise ConfigError(f"scoring model: its server did not start ({path.name}): "
                               f"{error[-1] if error else f'no answer in {START_TIMEOUT_S} s'}")
         # Whatever the child says from now on goes to our stderr, and never fills a pipe it would block on.
-        threading.Thread(target=_copy, args=(self._proc.stderr, sys.stderr), daemon=True).start()
+        threading.Thread(target=_copy, args=(stderr, sys.stderr), daemon=True).start()
 
     def close(self) -> None:
         if self._proc.poll() is None:
             try:
-                self._proc.stdin.close()  # type: ignore[union-attr]
+                self._stdin.close()
                 self._proc.wait(10)
             except (OSError, subprocess.TimeoutExpired):
                 self._proc.kill()
