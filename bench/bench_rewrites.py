@@ -27,7 +27,6 @@ import argparse
 import collections
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -36,20 +35,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-# The rejection reasons by kind: each reason's text is ``humanize.REJECTED`` or ``draft.PART_PROBLEMS`` filled in.
-KINDS = {
-    "shorter": r"^(it has \d+ \w+, the paragraph|只有 \d+ 字)",
-    "dropped": r"^(it dropped|漏掉了)",
-    "added": r"^(it adds|加了原段没有的)",
-    "copy": r"^(it is \d+% the original|与原文 \d+% 相同)",
-    "shape": r"^(it must be one plain paragraph|必须是一个普通段落)",
-    "meta": r"^(it contains|其中有与题目无关的文字)",
-    "check": r"^(with it, the article fails|换上这一段后)",
-}
-
-
 def kind_of(reason: str) -> str:
-    return next((k for k, rx in KINDS.items() if re.search(rx, reason.strip())), "other: " + reason.strip()[:40])
+    """A rejection reason's kind: the key of ``humanize.REJECTED`` or ``draft.PART_PROBLEMS`` whose text, up to its
+    first placeholder, it starts with (the reasons are those texts filled in)."""
+    from pipeline.capabilities.draft import PART_PROBLEMS
+    from pipeline.capabilities.humanize import REJECTED
+
+    reason = reason.strip()
+    for texts in (REJECTED, PART_PROBLEMS):
+        for own in texts.values():
+            for kind, text in own.items():
+                if reason.startswith(text.split("$")[0].rstrip()):
+                    return kind
+    return "other: " + reason[:40]
 
 
 def articles(language: str, count: int) -> list[tuple[str, str, str]]:
