@@ -19,6 +19,16 @@ Chinese term's English is put back, the Chinese retry line moved before the para
 colon-ended paragraph's rewrite allowed its colon (23/28 and 28/32); tried and dropped:
 ``rewrites-en-retry-before.json``, the retry line before the paragraph in English too (24/32), and
 ``rewrites-zh-lengthen.json``, a short rewrite lengthened in a turn after it, told the sentences it left out (18/28).
+
+2026-12-07, on the newest seven Chinese articles (those of the ten fresh runs of 0672428 among them):
+``rewrites-zh-f33b019.json`` as shipped, rose 21/28 (16 of the 33 rejected tries "shorter"). Tried and dropped:
+``rewrites-zh-sentences.json``, a too-short rewrite retried sentence for sentence (one JSON string per sentence of
+the paragraph, schema-constrained): 20/28, the model wrote English words into the Chinese ('构建 result',
+'maintenance') and copied sentences whole; ``rewrites-zh-four-tries.json``, ``max_rewrites = 3``: 21/28 on 14 more
+tries (two paragraphs rose at the fourth, two others lost theirs to the seeds moving on); "this is not a summary:
+every sentence of the paragraph has its own in the rewrite" in the Chinese rewrite prompt: 13 of the first 20
+paragraphs against 16 (``rewrites-zh-not-a-summary.txt``, stopped there). Kept: a name with a number in it misspaced
+('`Ctrl + Shift + F 10`') is written as its paragraph has it (``humanize.respelt``).
 """
 
 from __future__ import annotations

@@ -1193,7 +1193,7 @@ def test_a_rewrite_given_as_paragraphs_or_as_a_line_a_sentence_is_kept_as_one_pa
     assert humanize.one_paragraph("Intro:\n\n- a\n- b", "en") == "Intro:\n\n- a\n- b"  # a list stays (rejected)
 
 
-def test_a_name_the_rewrite_misspelt_is_written_as_its_paragraph_has_it_a_changed_number_is_not():
+def test_a_name_the_rewrite_misspelt_or_misspaced_is_written_as_its_paragraph_has_it_a_changed_number_is_not():
     # bench, 2026-12-06: sampled away from the prompt's wording, a rewrite wrote 'maven-sure-fire-plugin'; rejected
     # for dropping 'maven-surefire-plugin', its retry (sampled so that names come through) copied the paragraph.
     original = "We pinned `maven-surefire-plugin` to 3.2 and moved the nightly job from Jenkins to Buildkite."
@@ -1207,6 +1207,11 @@ def test_a_name_the_rewrite_misspelt_is_written_as_its_paragraph_has_it_a_change
     zh = "我们用了 Maven 的 `maven-surefire-plugin` 插件。"
     assert humanize.respelt(zh, "我们配置了 Maven 的 `maven-sure-fire-plugin` 插件。", "zh") == \
         "我们配置了 Maven 的 `maven-surefire-plugin` 插件。"
+    # bench_rewrites, 2026-12-07: '`Ctrl + Shift + F 10`' for '`Ctrl + Shift + F10`', rejected as dropped and added.
+    keys = "在 Windows 上按 `Ctrl + Shift + F10` 运行，在 macOS 上按 `Cmd + Shift + F10`。"
+    spaced = "Windows 下用 `Ctrl + Shift + F 10` 运行，macOS 下用 `Cmd + Shift + F 10`。"
+    assert humanize.respelt(keys, spaced, "zh") == "Windows 下用 `Ctrl + Shift + F10` 运行，macOS 下用 `Cmd + Shift + F10`。"
+    assert humanize.respelt(keys, spaced.replace("F 10", "F 11"), "zh") == spaced.replace("F 10", "F 11")
 
 
 def test_the_english_of_a_chinese_term_a_rewrite_left_out_is_put_back_a_term_it_dropped_stays_dropped():

@@ -296,7 +296,9 @@ def respelt(original: str, rewrite: str, language: str) -> str:
         if len(added.strip("`")) < 5 or added.isdigit():
             continue  # a number is a number: 1.5 for 1.25 is a new fact
         match = max(lost, key=lambda f: similarity(f.lower(), added.lower()))
-        if not any(c.isdigit() for c in match) and similarity(match.lower(), added.lower()) >= MISSPELT:
+        # A name with a number in it is misspelt only in its spacing: '`Ctrl + Shift + F 10`' is 'F10' misspaced.
+        spaced = "".join(match.split()) == "".join(added.split())
+        if spaced or (not any(c.isdigit() for c in match) and similarity(match.lower(), added.lower()) >= MISSPELT):
             rewrite = re.sub(rf"(?<![\w-]){re.escape(added)}(?![\w-])", match.replace("\\", "\\\\"), rewrite)
             lost.remove(match)
             if not lost:
