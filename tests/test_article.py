@@ -1566,6 +1566,33 @@ def test_a_closing_quote_copied_from_the_prompt_onto_a_parts_last_sentence_is_dr
     assert draft.drop_stray_quotes("删掉休眠以后，失败也消失了。”") == "删掉休眠以后，失败也消失了。"
 
 
+def test_a_part_that_writes_the_previous_parts_end_back_loses_it_and_is_sampled_away_from_it_next(tmp_path):
+    # bench, 2026-12-07: a Chinese draft's parts gave back the previous part's end quoted in their prompt in 8 of 16
+    # calls; section 1's repairs gave the same 92 characters back four times in a row (284 s of model time).
+    def tail_of(user):
+        return re.search(r"上一部分结尾是：“(.+)”$", user, re.S).group(1)
+
+    def respond(request: Request):
+        user = request.messages[-1]["content"]
+        if user.startswith("写第 1 节"):
+            return tail_of(user) if not request.fresh_wording else zh_writer(request)  # all it wrote: the quote
+        if user.startswith("写第 2 节"):
+            return tail_of(user) + zh_writer(request)  # the quote, then the section
+        return zh_writer(request)
+    ctx = make_ctx(tmp_path, respond, PIPELINE_DRAFT__LANGUAGE="zh", PIPELINE_DRAFT__TARGET_CHARS="560")
+    result = draft.draft.fn(ctx, add_topic(ctx, "夜间构建为什么变快了"))
+    assert result["checks"] == "passed"
+    first = [r for r in section_requests(ctx) if r.messages[-1]["content"].startswith("写第 1 节")]
+    assert len(first) == 2 and [r.fresh_wording for r in first] == [False, True]
+    assert "开头把上一部分的结尾又抄了一遍" in first[1].messages[-1]["content"]
+    assert sum(r.messages[-1]["content"].startswith("写第 2 节") for r in section_requests(ctx)) == 1  # not again
+    with ctx.ledger.read() as s:
+        body = s.get(Article, result["article_id"]).body
+    for sentence in ZH_SENTENCES[0:9]:
+        assert body.count(sentence) == 1
+    assert draft.without_tail("我们先量了一遍。", "") == ("我们先量了一遍。", False)
+
+
 def test_a_part_that_echoes_its_instructions_loses_those_paragraphs_and_is_told_why_in_chinese(tmp_path):
     # bench, 2026-12-03: section 3 of a Chinese article opened with its own request and ended with our retry
     # line, whose reason was English; both were published in the held article.

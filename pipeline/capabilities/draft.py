@@ -25,6 +25,7 @@ The tool takes a topic id and returns an article id: the model never retypes an 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from string import Template
@@ -48,6 +49,7 @@ EXTENSIONS = 6         # paragraphs added to short sections, at most, to reach t
 # draft lost two of its four rewrites so ("the article fails length: 691 < 700"; make run, 2026-12-05).
 REWRITE_ROOM = 0.03
 TAIL = 160             # characters of the previous part shown to the next one
+TAIL_COPIED = 0.9      # a reply that opens with this much of the previous part's end shown to it wrote it back
 # Asked for N words, a model writes what it writes: the embedded one ~2/3 of N (584 and 629 words of an 800-word
 # article, measured), a hosted one about N. So the length a prompt names is the part's target divided by the
 # share the model has written of what it was asked so far in this article (its first attempts), bounded: the
@@ -386,6 +388,24 @@ def as_prose(lines: list[str]) -> list[str]:
     return out
 
 
+def without_tail(text: str, tail: str) -> tuple[str, bool]:
+    """``text`` without the previous part's end (``tail``, quoted in the part's prompt) written back at its start,
+    and whether it was. A Chinese draft's parts gave the quoted end back as their first paragraph, or as all they
+    wrote, in 8 of the 16 calls shown one, the closing three times; the section's repair calls gave the same 92
+    characters back four times in a row, and the draft took 284 s of model time (bench, 2026-12-07)."""
+    paras = paragraphs(text)
+    flat, quoted = (" ".join(paras[0].split()) if paras else ""), " ".join(tail.split())
+    same = len(os.path.commonprefix([flat, quoted]))
+    if not quoted or same < max(TAIL_COPIED * len(quoted), min(len(quoted), 20)):
+        return text, False
+    rest = flat[same:]
+    if same < len(quoted):  # it left the quote near its end: what is left of that sentence is the quote's too
+        ends = re.search(r"[.!?。！？](?=\s|$)|[。！？]", rest)
+        rest = rest[ends.end():] if ends else ""
+    rest = rest.lstrip(" ”\"")
+    return "\n\n".join(([rest] if rest else []) + paras[1:]), True
+
+
 def paragraphs(text: str) -> list[str]:
     """The part's blocks as the article check reads them (a code fence is its own block, blank lines or not):
     split at blank lines only, a sentence after a code block was read with the code in front of it, so a repeat
@@ -454,12 +474,14 @@ PART_PROBLEMS = {
            "unfinished": "it ends mid-sentence", "cut": "it was cut off by the length limit",
            "paragraphs": "it needs at least $n paragraphs separated by a blank line",
            "short": "its first paragraph has $have words: write one paragraph of at least $n words",
-           "repeated": "every sentence of it repeated the article before it: say what only this part says"},
+           "repeated": "every sentence of it repeated the article before it: say what only this part says",
+           "tail": "it began by writing out the end of the previous part again: start after it"},
     "zh": {"empty": "内容为空", "meta": "其中有与题目无关的文字（“$found”）：只写题目本身",
            "unfinished": "最后一句没有写完", "cut": "超出了长度上限，被截断",
            "paragraphs": "至少要写 $n 段，段与段之间空一行",
            "short": "第一段只有 $have 字：写成一段，至少 $n 字",
-           "repeated": "每句话都与前面的内容重复：只写这一部分自己要说的"},
+           "repeated": "每句话都与前面的内容重复：只写这一部分自己要说的",
+           "tail": "开头把上一部分的结尾又抄了一遍：从它结束的地方往下写"},
 }
 
 
@@ -556,9 +578,9 @@ class Writer:
         """The length to name in a prompt for a part whose target is ``units``."""
         return self.lengths.asking(units)
 
-    def call(self, user: str, units: int) -> tuple[str, bool]:
+    def call(self, user: str, units: int, fresh_wording: bool = False) -> tuple[str, bool]:
         reply = self.ctx.llm.complete([{"role": "system", "content": self.system}, {"role": "user", "content": user}],
-                                      max_tokens=self.budget(units))
+                                      max_tokens=self.budget(units), fresh_wording=fresh_wording)
         cut = reply.finish_reason == "length"
         self.log.append({"tokens": reply.completion_tokens, "cut": cut})
         headings = [self.title] + [s["heading"] for s in self.sections]
@@ -568,12 +590,15 @@ class Writer:
     def write(self, key: str, units: int, min_paragraphs: int, name: str, why: str = "", **values: Any) -> str:
         """One part (prompt ``key`` of the parts table): continued while cut, rewritten when it still breaks a rule
         (told why). Its prompt names ``asking(units)``; its length checks and budgets are for ``units``."""
-        text = ""
+        text, copied = "", False
         asked = self.asking(units)
         user = self.ask(key, words=asked, **values)
         for attempt in range(PART_ATTEMPTS):
             ask = user if not why else f"{user}\n\n{self.ask('retry', why=why)}"
-            text, cut = self.call(ask, max(units, asked))
+            # After a reply that gave the previous part's end back, the next is sampled away from its prompt's
+            # wording: told why alone, the embedded model gave the same 92 characters back four times in a row.
+            text, cut = self.call(ask, max(units, asked), fresh_wording=copied)
+            text, copied = without_tail(text, values.get("tail", ""))
             for _ in range(self.d.continuations):
                 if not cut:
                     break
@@ -616,7 +641,7 @@ class Writer:
                     problems = part_problems(text, self.language, min_paragraphs)
             if not problems:
                 return text
-            why = "; ".join(problems)
+            why = "; ".join(([problem(self.language, "tail")] if copied else []) + problems)
         return text  # the article's check names what is still wrong, and where
 
     def go_on(self, user: str, text: str, units: int) -> str:
