@@ -308,6 +308,7 @@ def respelt(original: str, rewrite: str, language: str) -> str:
 
 # A Chinese term with its English in brackets after it: '夜间构建（Nightly Build）', '后进先出（LIFO）'.
 _GLOSS = re.compile(r"([\u4e00-\u9fff]{2,12})\s*([（(]\s*[A-Za-z][\w .+#/'-]{0,60}?\s*[）)])")
+_OWN_GLOSS = re.compile(r"\s*[（(][^（()）\n]{1,60}[）)]")
 
 
 def reglossed(original: str, rewrite: str) -> str:
@@ -326,7 +327,10 @@ def reglossed(original: str, rewrite: str) -> str:
         kept = next((term[k:] for k in range(len(term) - 1) if term[k:] in rewrite), "")
         if kept:
             at = rewrite.index(kept) + len(kept)
-            rewrite = f"{rewrite[:at]}{gloss}{rewrite[at:]}"
+            # A bracket of its own after the term ('（flaky测试）') is the gloss in other words: it is replaced, not
+            # followed by the paragraph's, as '不稳定的测试（flaky test）（flaky测试）' was (bench, 2026-12-07).
+            own = _OWN_GLOSS.match(rewrite, at)
+            rewrite = f"{rewrite[:at]}{gloss}{rewrite[own.end() if own else at:]}"
             have = rewrite.lower()
     return rewrite
 
