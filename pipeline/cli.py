@@ -826,7 +826,8 @@ def _print_claims(claims: list[dict[str, Any]]) -> None:
 def ledger_diff(config: ConfigOpt = None,
                 run_id: Annotated[str | None, typer.Option("--run", metavar="RUN_ID", help="Run id (default: the latest run).")] = None,
                 as_json: JsonOpt = False) -> None:
-    """Claims the model made beside the facts the ledger holds. Exit 0 clean, 1 hallucinations, 2 trouble."""
+    """Claims the model made beside the facts the ledger holds, and the article's statements no source backs.
+    Exit 0 clean, 1 hallucinations (either kind), 2 trouble."""
     from .views.diff import run_diff
 
     with _clean_errors(code_on_error=2):
@@ -853,7 +854,16 @@ def ledger_diff(config: ConfigOpt = None,
         _print_claims([c.as_dict() for c in data.claims])
         n = len(data.hallucinations)
         out.print(f"[{'red' if n else 'green'}]{n} hallucination(s)[/]", highlight=False)
-    raise typer.Exit(1 if data.hallucinations else 0)
+        out.print("[bold]statements[/] — what the article says that no source backs", highlight=False)
+        for u in data.statements:
+            what = ", ".join(u.unsupported) or u.status
+            mark = "[yellow]removed[/]" if u.removed else "[red]✗[/]"
+            out.print(f"  {mark} {u.kind} line {u.line}: {for_rich(u.text)}  ({for_rich(what)})", highlight=False)
+        if not data.statements:
+            out.print("  [green]✓[/] every number, name, command and quotation is in a source", highlight=False)
+        k = len(data.unsourced)
+        out.print(f"[{'red' if k else 'green'}]{k} unsourced statement(s)[/]", highlight=False)
+    raise typer.Exit(1 if data.hallucinations or data.unsourced else 0)
 
 
 @ledger_app.command("runs")

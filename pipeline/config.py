@@ -148,7 +148,7 @@ class DraftConfig(_Section):
     # A part cut by max_tokens is continued from its last full sentence this often; still cut, it is rewritten.
     continuations: int = Field(2, ge=0, le=5)
     audience: str = "working software engineers"
-    style: str = "plain, concrete, first-hand"
+    style: str = "plain and concrete"
 
     def target(self) -> int:
         return self.target_chars if self.language == "zh" else self.target_words

@@ -84,3 +84,17 @@ class GuardAction(StrEnum):
     NUDGE = "nudge"
     FAIL = "fail"
     OFF = "off"  # the guard is disabled: recorded, not acted on
+
+
+class Grounded(StrEnum):
+    """What the grounding check (pipeline.sources.grounding) found of one statement of an article."""
+
+    SUPPORTED = "supported"  # every specific it states is in a source
+    UNSUPPORTED = "unsupported"  # a number, name, command or quotation no source holds
+    NO_SPECIFICS = "no specifics"  # plain words: nothing this check can trace
+    FIRST_PERSON = "first person"  # "we", "I" with no source the writer's own notes
+    COPIED = "copied"  # a long run of a web page's words, unquoted
+
+    @property
+    def failing(self) -> bool:
+        return self in (Grounded.UNSUPPORTED, Grounded.FIRST_PERSON, Grounded.COPIED)

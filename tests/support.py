@@ -31,6 +31,8 @@ TEST_KEY = "sk-test-not-a-real-key"
 # Where configs of in-process scripted runs point the model: the discard port, closed. Anything that reaches
 # for the network model (a CLI subprocess, a missed llm=) fails loudly instead of passing by accident.
 OFFLINE_API_BASE = "http://127.0.0.1:9/v1"
+# The shipped topics, each written from the scripted model's own notes (its draft's every figure and name is in them).
+SOURCED_BACKLOG = TESTS / "fixtures" / "sources" / "topics.txt"
 
 
 DRAFT_FOR_SCRIPTED_MODEL = """
@@ -60,7 +62,7 @@ timeout_s = 10
 url = "{ledger_url}"
 
 [topic]
-backlog = "{backlog or REPO / 'topics.txt'}"
+backlog = "{backlog or SOURCED_BACKLOG}"
 
 {DRAFT_FOR_SCRIPTED_MODEL}
 [publish.local]

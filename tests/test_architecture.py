@@ -108,6 +108,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.ledger",),
     ("pipeline.model",),
     ("pipeline.score",),
+    ("pipeline.sources",),
     ("pipeline.views",),
     ("pipeline.tools",),
     ("pipeline.publishing",),

@@ -15,12 +15,14 @@ from pipeline.ledger.models import Article, Outline, Review, Topic
 from pipeline.ledger.writer import Ledger
 from pipeline.model.llm import Reply
 from pipeline.score import scoring
+from pipeline.sources import gather
 from pipeline.testing import Request, ScriptedModel
 from pipeline.text import article as art
 from pipeline.tools.prompts import Prompts
 from pipeline.tools.toolbox import RunContext
 
 from scenarios import POOL, notes_of, outline_for, part_for, rewrite_of, rewritten_text, taking_notes
+from support import SOURCED_BACKLOG
 
 TOPIC = "Why our nightly builds got faster"
 
@@ -36,10 +38,15 @@ def make_ctx(tmp_path, responder=None, json_schema=False, **env):
     return ctx
 
 
-def add_topic(ctx, title=TOPIC) -> int:
+def add_topic(ctx, title=TOPIC, sources=None) -> int:
+    """A topic of this run, written from ``sources`` (by default the scripted model's notes, in the title's language:
+    its draft's every figure and name is in them)."""
+    if sources is None:
+        sources = [SOURCED_BACKLOG.parent / ("notes.zh.md" if re.search(r"[\u4e00-\u9fff]", title) else "notes.md")]
     with ctx.ledger.write() as s:
         t = Topic(run_id=ctx.run_id, title=title, normalized=title.lower(), source="backlog")
         s.add(t)
+    gather.store(ctx.ledger, t.id, gather.gather([str(p) for p in sources], SOURCED_BACKLOG.parent, 5))
     return t.id
 
 
@@ -273,7 +280,7 @@ def test_a_section_cut_by_max_tokens_is_continued_from_its_last_sentence(tmp_pat
     result = draft.draft.fn(ctx, add_topic(ctx))
     [continued] = [r for r in ctx.llm.requests if "You stopped here" in r.messages[-1]["content"]]
     asked = continued.messages[-1]["content"]
-    assert POOL[5] in asked and "ninety sec" not in asked  # continued from the last complete sentence
+    assert POOL[5] in asked and "The linker spent ninety sec" not in asked  # continued from the last complete sentence
     with ctx.ledger.read() as s:
         body = s.get(Article, result["article_id"]).body
     assert "ninety sec" not in body and POOL[5] + " Turning debug symbols off" in body
@@ -995,8 +1002,11 @@ def test_the_weakest_paragraphs_are_rewritten_one_per_call_and_scores_stored(tmp
     stored = json.loads(h.paragraphs_json)
     assert stored["before"] == result["score_before"] and stored["after"] == h.score
     # Structure kept: same headings in the same places, the other paragraphs untouched.
-    assert re.findall(r"^## .*$", d.body, re.M) == re.findall(r"^## .*$", h.body, re.M)
-    assert POOL[10] in h.body and len(art.blocks(d.body)) == len(art.blocks(h.body))
+    # the same headings, and the published one cites its source: a marker after paragraphs, the Sources list last
+    assert [*re.findall(r"^## .*$", d.body, re.M), "## Sources"] == re.findall(r"^## .*$", h.body, re.M)
+    assert " [1]\n" in h.body and h.body.endswith("1. The nightly build: what the platform team wrote down "
+                                                    "(the author's notes, notes.md)")
+    assert POOL[10] in h.body and len(art.blocks(d.body)) == len(art.blocks(art.without_sources(h.body)))
 
 
 def test_a_copied_rewrite_is_written_next_from_notes_with_the_paragraph_out_of_sight(tmp_path):
@@ -1519,7 +1529,7 @@ def test_a_chinese_article_is_planned_written_checked_and_rewritten_in_chinese(t
     assert humanized["rewritten"] == 2
     with ctx.ledger.read() as s:
         body = s.get(Article, humanized["article_id"]).body
-    assert body.count("\n## ") == 4 and "说白了" in body
+    assert body.count("\n## ") == 5 and "说白了" in body and "\n## 参考资料\n\n1. 夜间构建：平台组记下的笔记（作者的笔记" in body
 
 
 def test_a_sound_one_paragraph_section_is_asked_for_one_more_paragraph_not_written_again(tmp_path):
@@ -1646,8 +1656,8 @@ def test_a_prompts_wording_used_as_a_label_is_dropped_and_the_sentence_it_labels
         asks = Prompts().table(f"parts.{language}.toml")
         return draft.instruction_grams([*asks.pop("angles"), *asks.values()], language)  # as the writer reads them
     grams = prompts("en")
-    labelled = ("A time it happened to you: We were building a large project. What was slow or broken: the "
-                "dependencies were not built in parallel. What you changed: We used make -j, and the wait: it went.")
+    labelled = ("What the facts say happened: We were building a large project. What was slow or broken: the "
+                "dependencies were not built in parallel. How it was done: We used make -j, and the wait: it went.")
     assert draft.drop_echoes(labelled, "en", grams) == (
         "We were building a large project. The dependencies were not built in parallel. We used make -j, "
         "and the wait: it went.")

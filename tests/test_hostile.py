@@ -23,13 +23,16 @@ from pipeline.text.content import normalize_title
 
 from scenarios import scripted
 from stuck import StuckServer, closed_port
-from support import KEY_ENV, OFFLINE_API_BASE, REPO, write_config
+from support import KEY_ENV, OFFLINE_API_BASE, SOURCED_BACKLOG, write_config
 
 # Everything a feed title can carry: Rich markup (a closing tag alone raises MarkupError), ANSI and OSC
 # sequences (a window title set by a feed), BEL, a C1 CSI, a right-to-left override, HTML, a path.
 HOSTILE = ("[/] [link=https://evil.example]click[/link] [bold red]loud \x1b]0;pwned\x07\x1b[31mred\x1b[0m "
            "\x9b31m \u202eexe.txt <script>alert(1)</script> ../../etc/passwd")
 RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e")
+
+
+NOTES = SOURCED_BACKLOG.parent / "notes.md"  # what the scripted model's article is written from
 
 
 def config_text(directory: Path, api_base: str, scenario: str, backlog: Path, extra: str = "") -> Path:
@@ -62,7 +65,7 @@ def test_a_hostile_feed_title_runs_to_exit_0_and_is_shown_inertly(tmp_path, fake
     from pipeline.capabilities.topic import _clean
 
     backlog = tmp_path / "backlog.txt"
-    backlog.write_text(HOSTILE + " | an angle\n", encoding="utf-8")
+    backlog.write_text(f"{HOSTILE} | an angle | {NOTES}\n", encoding="utf-8")
     cfg = config_text(tmp_path, fake_llm.api_base, "honest", backlog)
     run = cli("run", "--config", str(cfg), cwd=tmp_path)
     shown = run.stdout + run.stderr
@@ -152,7 +155,7 @@ def test_canary_secrets_appear_nowhere(tmp_path, fake_llm):
         alert_url = f"{alerts.base_url}/services/T0/B0/{alert_token}"
         env = {KEY_ENV: key, "CANARY_HOOK_SECRET": hook_secret, "CANARY_ALERT_URL": alert_url}
         extra_alerts = '\n[alerts]\nwebhook_url_env = "CANARY_ALERT_URL"\n'
-        backlog = REPO / "topics.txt"
+        backlog = SOURCED_BACKLOG
         # 1 and 2: the model provider echoes the API key in a 401 body, and the whole request in a 400 body.
         for mode in ("echo401", "echo400"):
             echo = StuckServer(mode).start()
@@ -257,7 +260,7 @@ def test_run_once_in_process_survives_markup_in_every_title(tmp_path, monkeypatc
     """The in-process path (the daemon) with titles that are long, HTML and path-like."""
     monkeypatch.setenv(KEY_ENV, "sk-test-not-a-real-key")
     backlog = tmp_path / "backlog.txt"
-    backlog.write_text("[/]" * 40_000 + "\n", encoding="utf-8")
+    backlog.write_text("[/]" * 40_000 + f" | | {NOTES}\n", encoding="utf-8")
     cfg = config_mod.load(config_text(tmp_path, OFFLINE_API_BASE, "honest", backlog))
     outcome = run_once(cfg, observer=RunObserver(), llm=scripted("honest", cfg.llm))
     assert outcome.exit_code == 0, outcome.error

@@ -32,6 +32,7 @@ from string import Template
 from typing import Annotated, Any
 
 from pipeline.errors import CapabilityError
+from pipeline.sources import gather, grounding, research
 from pipeline.text import article as art
 from pipeline.text.content import content_hash
 from pipeline.tools.claims import Lexicon
@@ -274,8 +275,8 @@ def _one_line(s: str) -> str:
     return " ".join(s.split())
 
 
-def _outline(ctx: RunContext, topic: Any) -> Any:
-    """The stored outline of this run's topic, made if there is none."""
+def _outline(ctx: RunContext, topic: Any, facts: str = "") -> Any:
+    """The stored outline of this run's topic, made from its ``facts`` if there is none."""
     from sqlmodel import select
 
     from pipeline.ledger.models import Outline
@@ -287,7 +288,7 @@ def _outline(ctx: RunContext, topic: Any) -> Any:
         return found
     d = ctx.settings.draft
     prompt = ctx.prompts.render(prompt_name("outline", d.language), audience=d.audience, niche=ctx.settings.topic.niche,
-                                title=topic.title, angle=topic.angle or "your choice", sections=d.sections)
+                                title=topic.title, angle=topic.angle or "your choice", sections=d.sections, facts=facts)
     constrained = supports_json_schema(ctx.llm, ctx.ledger)
     fmt = ({"type": "json_schema", "json_schema": {"name": "article_outline", "schema": outline_schema(d.sections),
                                                    "strict": True}} if constrained else None)
@@ -542,14 +543,21 @@ class Writer:
     that part is written again (``repair``), told which check failed and why.
     """
 
-    def __init__(self, ctx: RunContext, outline: Any) -> None:
+    def __init__(self, ctx: RunContext, outline: Any, facts: list[Any] | None = None, voice: str = "") -> None:
         self.ctx, self.d = ctx, ctx.settings.draft
         self.language = self.d.language
         self.title = outline.title
         self.sections = json.loads(outline.sections_json)
         listed = "\n".join(f"{i}. {s['heading']}: {s['point']}" for i, s in enumerate(self.sections, 1))
+        facts = facts or []
+        # Each part is written from its own facts (and sees all of them in the system turn, shared by every call).
+        sections, opening, closing = research.assign([f.statement for f in facts], [
+            f"{s['heading']} {s['point']}" for s in self.sections], outline.thesis)
+        self.facts = {"opening": research.listed(facts, opening), "closing": research.listed(facts, closing),
+                      **{f"section {k}": research.listed(facts, chosen) for k, chosen in enumerate(sections, 1)}}
         self.system = ctx.prompts.render(prompt_name("section", self.language), audience=self.d.audience,
-                                         style=self.d.style, title=outline.title, thesis=outline.thesis, sections=listed)
+                                         style=self.d.style, title=outline.title, thesis=outline.thesis, sections=listed,
+                                         voice=voice)
         asks = ctx.prompts.table(f"parts.{'zh' if self.language == 'zh' else 'en'}.toml")
         self.angles: list[str] = list(asks.pop("angles"))
         self.asks: dict[str, str] = asks
@@ -675,15 +683,16 @@ class Writer:
 
     def write_part(self, name: str, why: str = "") -> None:
         if name == "opening":
-            self.opening = self.write("opening", self.opening_n, 1, name, why)
+            self.opening = self.write("opening", self.opening_n, 1, name, why, facts=self.facts[name])
         elif name == "closing":
             tail = next((b for b in reversed(self.bodies) if b), self.opening)
-            self.closing = self.write("closing", self.closing_n, 1, name, why, tail=_tail(tail))
+            self.closing = self.write("closing", self.closing_n, 1, name, why, tail=_tail(tail), facts=self.facts[name])
         else:
             k = int(name.split()[1]) - 1
             s, tail = self.sections[k], (self.bodies[k - 1] if k else self.opening)
             self.bodies[k] = self.write("section", self.per_section, 2, name, why, number=k + 1,
-                                        count=len(self.sections), heading=s["heading"], point=s["point"], tail=_tail(tail))
+                                        count=len(self.sections), heading=s["heading"], point=s["point"], tail=_tail(tail),
+                                        facts=self.facts[name])
 
     def extend(self) -> None:
         """Short of the length floor (and ``REWRITE_ROOM``): the shortest sections get one more paragraph each (bounded), each about
@@ -726,7 +735,7 @@ class Writer:
         self.extended[k] += 1
         s = self.sections[k]
         return self.unsaid(self.write("extend", self.per_section // 2, 1, name, heading=s["heading"], point=s["point"],
-                                      tail=_tail(section), angle=angle), section)
+                                      tail=_tail(section), angle=angle, facts=self.facts[f"section {k + 1}"]), section)
 
     def unsaid(self, text: str, writing: str = "") -> str:
         """``text`` without the sentences the article has said already (word for word, or all but a word), the
@@ -1036,22 +1045,39 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
     if existing:
         return {"article_id": existing.id, "title": existing.title,
                 art.unit(d.language): art.body_length(existing.body, d.language), "reused": True}
-    outline = _outline(ctx, t)
-    writer = Writer(ctx, outline)
+    sources = gather.of_topic(ctx.ledger, topic_id)
+    if not sources:
+        raise gather.NoSources(t.title, ctx.settings.topic.backlog or "the backlog")
+    facts = research.facts_of(ctx, t, sources, d.language)
+    outline = _outline(ctx, t, research.digest(facts, d.language))
+    writer = Writer(ctx, outline, facts, research.voice(sources, d.language))
     body, _ = writer.article()
     title = outline.title
+    index = grounding.index_of(sources, d.language, t)
 
     def checked(body: str) -> list[art.Problem]:
         return art.check(title, body, topic=t.title, language=d.language, min_length=d.min_length(),
                          max_length=d.max_length(), thesis=outline.thesis)
 
-    problems = checked(body)
-    # A failing part is written again, told why, rather than the whole draft (which cost a full second draft).
+    def problems_of(body: str) -> tuple[list[art.Problem], grounding.Grounding]:
+        found = grounding.check(title, body, index)
+        return checked(body) + found.problems(d.language), found
+
+    problems, grounded = problems_of(body)
+    # A failing part is written again, told why, rather than the whole draft (which cost a full second draft): a
+    # completeness problem, or a sentence with a specific no source holds (told which).
     for _ in range(REPAIR_ROUNDS):
         if not problems or not writer.repair(problems):
             break
         body = writer.body()
-        problems = checked(body)
+        problems, grounded = problems_of(body)
+    removed: list[dict[str, Any]] = []
+    if grounded.failing:
+        # Still unsupported after the repairs: the sentence goes. A claim no source holds is never published.
+        removed = [{"line": s.line, "text": s.text, "status": s.status, "unsupported": s.unsupported}
+                   for s in grounded.failing]
+        body = grounding.without_failing(body, grounded, d.language)
+        problems, grounded = problems_of(body)
     if problems:
         shown = "; ".join(str(p) for p in problems[:6])
         raise CapabilityError(f"the draft for topic {topic_id} failed the completeness checks: {shown}. "
@@ -1062,8 +1088,10 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
     with ctx.ledger.write() as s:
         row = Article(run_id=ctx.run_id, topic_id=topic_id, kind="draft", title=title, body=body,
                       language=d.language, content_hash=content_hash(title, body), outline_id=outline.id,
-                      checks_json=json.dumps(checks, ensure_ascii=False))
+                      checks_json=json.dumps(checks, ensure_ascii=False),
+                      grounding_json=json.dumps(grounded.as_json() | {"removed": removed}, ensure_ascii=False))
         s.add(row)
     return {"article_id": row.id, "title": title, art.unit(d.language): checks["length"],
-            "sections": len(writer.sections), "checks": "passed"}
+            "sections": len(writer.sections), "checks": "passed", "sources": len(sources), "facts": len(facts),
+            "unsupported_removed": len(removed)}
 

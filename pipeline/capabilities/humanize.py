@@ -32,6 +32,7 @@ from typing import Annotated, Any
 
 from pipeline.errors import AgentIncompleteError, AwaitingReview, CapabilityError
 from pipeline.score import scoring
+from pipeline.sources import cite, gather, grounding
 from pipeline.text import article as art
 from pipeline.text.content import content_hash
 from pipeline.tools.claims import Lexicon
@@ -412,6 +413,17 @@ def _checks(ctx: RunContext, src: Any) -> Callable[[str, str], list[art.Problem]
     return breaks
 
 
+def _sources(ctx: RunContext, src: Any) -> tuple[Any, list[Any]]:
+    """The draft's topic and the sources it was written from."""
+    from pipeline.ledger.models import Topic
+
+    if src.topic_id is None:
+        return None, []
+    with ctx.ledger.read() as s:
+        topic = s.get(Topic, src.topic_id)
+    return topic, gather.of_topic(ctx.ledger, src.topic_id)
+
+
 def _section_of(bs: list[art.Block], i: int) -> str:
     return next((art.heading_text(b) for b in reversed(bs[:i]) if b.kind == "heading"), "")
 
@@ -455,6 +467,8 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             scores[i] = scoring.score_paragraph(b.text, language).score
     ranked = sorted((i for i, v in scores.items() if v is not None), key=lambda i: scores[i] or 0.0)
     breaks = _checks(ctx, src)
+    topic_row, sources = _sources(ctx, src)
+    index = grounding.index_of(sources, language, topic_row)
     system = ctx.prompts.render(prompt_name("rewrite", language))
     lang = "zh" if language == "zh" else "en"
     records: list[dict[str, Any]] = []
@@ -513,6 +527,11 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
             if cut and rejected(language, "unfinished") not in problems:
                 problems.append(rejected(language, "cut"))
             if not problems:
+                # A rewrite may not say what no source says (a name it brought is rejected above; "we" where no
+                # source is the writer's own, or a web page's words copied, here).
+                problems = [rejected(language, "check", what=f"grounding: {grounding.told(s, language)}")
+                            for s in grounding.check("", candidate, index).failing[:1]]
+            if not problems:
                 # The published article must pass every check the draft passed: a kept rewrite said one of its
                 # sentences twice, and the held article failed "repeated sentence" (bench, 2026-12-03).
                 problems = [rejected(language, "check", what=f"{p.check}: {p.message}")
@@ -553,6 +572,9 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
     body = "\n\n".join(texts)
     title = src.title
     after_total = scoring.score(f"# {title}\n\n{body}", language)
+    # Scored as prose; published with its citations and Sources list (placed by the grounding check, not the model).
+    grounded = grounding.check(title, body, index)
+    body = cite.cite(body, grounded, index, sources, language) if sources else body
     total = after_total.total
     shown_paragraphs = [{**r, "text": r["text"][:200]} for r in records]
     # The paragraphs not rewritten keep their score: the weakest of all is what an editor reads first.
@@ -564,6 +586,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
                       body=body, language=language, content_hash=content_hash(title, body), score=total,
                       score_components_json=json.dumps(after_total.components), outline_id=src.outline_id,
                       checks_json=src.checks_json, scorer=after_total.scorer,
+                      grounding_json=json.dumps(grounded.as_json(), ensure_ascii=False),
                       score_paragraphs_json=json.dumps([asdict(p) for p in after_total.paragraphs]),
                       paragraphs_json=json.dumps({"before": before_total.total, "after": total, "scorer": after_total.scorer,
                                                   "paragraphs": shown_paragraphs}, ensure_ascii=False))

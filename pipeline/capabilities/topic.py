@@ -30,6 +30,7 @@ from typing import Any
 
 from pipeline.errors import CapabilityError
 from pipeline.runtime import deadline
+from pipeline.sources.gather import gather, of_topic, split_names, store
 from pipeline.text.content import normalize_title
 from pipeline.tools.claims import Lexicon
 from pipeline.tools.toolbox import RunContext, capability
@@ -43,6 +44,7 @@ class Candidate:
     title: str
     angle: str | None
     source: str
+    sources: tuple[str, ...] = ()  # what the article is written from: files, folders, URLs (pipeline.sources.gather)
 
 
 def _clean(text: str | None) -> str | None:
@@ -54,8 +56,10 @@ def _clean(text: str | None) -> str | None:
     return text[:MAX_FIELD] or None
 
 
-def _backlog_rows(path: Path) -> Iterator[tuple[str, str | None]]:
-    """(clean title, raw angle) per backlog entry, in file order, lazily: the topic step stops at the first fresh one."""
+def _backlog_rows(path: Path) -> Iterator[tuple[str, str | None, tuple[str, ...]]]:
+    """(clean title, raw angle, source names) per backlog entry, in file order, lazily: the topic step stops at the
+    first fresh one. A line is ``title | angle | sources`` (files, folders or URLs, separated by spaces); a CSV has
+    ``title,angle,keywords,sources`` columns."""
     if not path.exists():
         return
     content = path.read_text(encoding="utf-8")
@@ -63,21 +67,24 @@ def _backlog_rows(path: Path) -> Iterator[tuple[str, str | None]]:
         for row in csv.DictReader(io.StringIO(content)):
             title = _clean(row.get("title"))
             if title:
-                yield title, " — ".join(x for x in (_clean(row.get("angle")), _clean(row.get("keywords"))) if x) or None
+                angle = " — ".join(x for x in (_clean(row.get("angle")), _clean(row.get("keywords"))) if x) or None
+                yield title, angle, tuple(split_names(row.get("sources")))
         return
     for line in content.splitlines():
-        line = line.split("#", 1)[0].strip()
+        # A comment starts at " #" or a line's "#": a URL's fragment (page#part) is not one.
+        line = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip()
         if line:
-            title, _, angle = line.partition("|")
+            title, _, rest = line.partition("|")
+            angle, _, names = rest.partition("|")
             title = _clean(title)
             if title:
-                yield title, angle
+                yield title, angle, tuple(split_names(names))
 
 
 def iter_backlog(path: Path) -> Iterator[Candidate]:
     source = f"backlog:{path.name}"
-    for title, angle in _backlog_rows(path):
-        yield Candidate(title, _clean(angle), source)
+    for title, angle, names in _backlog_rows(path):
+        yield Candidate(title, _clean(angle), source, names)
 
 
 def backlog(path: Path) -> list[Candidate]:
@@ -104,7 +111,9 @@ def feed(source: str, base: Path, timeout_s: float, limit: int) -> list[Candidat
     for entry in parsed.entries[:limit]:
         title = _clean(entry.get("title"))
         if title:
-            out.append(Candidate(title, _clean(entry.get("summary")), f"feed:{entry.get('link') or source}"))
+            link = entry.get("link")
+            out.append(Candidate(title, _clean(entry.get("summary")), f"feed:{link or source}",
+                                 (link,) if link else ()))
     return out
 
 
@@ -242,9 +251,9 @@ def topic(ctx: RunContext) -> dict[str, Any]:
         if t.backlog:
             path = ctx.settings.path(t.backlog)
             # Titles only, until one is fresh: a Candidate is built for the pick alone.
-            row = next(((title, angle) for title, angle in _backlog_rows(path)
+            row = next(((title, angle, names) for title, angle, names in _backlog_rows(path)
                         if title not in stored and not repeats(title)), None)
-            pick = Candidate(row[0], _clean(row[1]), f"backlog:{path.name}") if row else None
+            pick = Candidate(row[0], _clean(row[1]), f"backlog:{path.name}", row[2]) if row else None
         for source in t.feeds:
             if pick is not None:
                 break
@@ -257,4 +266,10 @@ def topic(ctx: RunContext) -> dict[str, Any]:
             chosen = Topic(run_id=ctx.run_id, title=pick.title, normalized=normalize_title(pick.title),
                            angle=pick.angle, source=pick.source)
             s.add(chosen)
-    return {"topic_id": chosen.id, "title": chosen.title, "angle": chosen.angle, "source": chosen.source}
+        # Read once, when the topic is chosen: the article is written from what the sources said then.
+        base = ctx.settings.path(t.backlog).parent if t.backlog and pick.source.startswith("backlog:") \
+            else ctx.settings.base_dir
+        store(ctx.ledger, chosen.id, gather(list(pick.sources), base, t.feed_timeout_s))
+    found = of_topic(ctx.ledger, chosen.id)
+    return {"topic_id": chosen.id, "title": chosen.title, "angle": chosen.angle, "source": chosen.source,
+            "sources": [f"{src.title} ({src.url or src.location.rsplit('/', 1)[-1]})" for src in found]}

@@ -8,6 +8,8 @@ queried on its own:
           ├─ model_calls    every model call a capability made itself (draft, humanize, brainstorm)
           ├─ topics / articles / publications / registrations / reports
           │                 the business records capabilities create
+          ├─ topic_sources  which sources a topic is written from (sources: each text stored once)
+          └─ source_facts   the facts the research step took from them, each with its span
           ├─ ticks          scheduled firings, claimed once before their run starts
           │   └─ tick_events   every delivery of a tick and what was decided
           ├─ claims         what the model *said* it did, with the guard's verdict
@@ -182,6 +184,48 @@ class Article(SQLModel, table=True):
     outline_id: int | None = None  # outlines.id (no FK constraint: SQLite would rebuild the table to add one)
     checks_json: str | None = Field(default=None, sa_column=Column(Text))
     paragraphs_json: str | None = Field(default=None, sa_column=Column(Text))
+    # The grounding check (pipeline.sources.grounding): each statement with a specific, the source span that
+    # supports it or "unsupported", and what was repaired or removed (revision 0020).
+    grounding_json: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Time(default_factory=utcnow)
+
+
+class Source(SQLModel, table=True):
+    """A text an article may be written from, stored once: the same location with the same bytes is one row."""
+
+    __tablename__ = "sources"
+    __table_args__ = (UniqueConstraint("location", "sha256"),)
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str  # notes (the operator's own files: first person allowed) | web (a fetched page)
+    location: str  # an absolute path or an http(s) URL
+    url: str | None = None  # where a reader can follow it (the page; None for a local file)
+    title: str
+    language: str
+    sha256: str = Field(index=True)  # of the extracted text
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    fetched_at: datetime = Time(default_factory=utcnow)
+
+
+class TopicSource(SQLModel, table=True):
+    __tablename__ = "topic_sources"
+    __table_args__ = (UniqueConstraint("topic_id", "source_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    topic_id: int = Field(foreign_key="topics.id", index=True)
+    source_id: int = Field(foreign_key="sources.id")
+    position: int  # the source's number in the article's Sources list (1-based)
+
+
+class SourceFact(SQLModel, table=True):
+    """One fact the research step took from a source: a short statement and the span of the source it came from."""
+
+    __tablename__ = "source_facts"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    topic_id: int = Field(foreign_key="topics.id", index=True)
+    source_id: int = Field(foreign_key="sources.id")
+    statement: str = Field(sa_column=Column(Text, nullable=False))
+    start: int  # the span in the source's text: text[start:end]
+    end: int
     created_at: datetime = Time(default_factory=utcnow)
 
 

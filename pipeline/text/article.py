@@ -27,7 +27,17 @@ from typing import Any
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’_.-]*[A-Za-z0-9]|[A-Za-z0-9]")
 # A sentence ends here: ASCII or Chinese terminal punctuation, optionally inside closing quotes/brackets.
-_COMPLETE = re.compile(r"[.!?。！？…]['\"’”)）」』*_`]*$")
+_COMPLETE = re.compile(r"[.!?。！？…]['\"’”)）」』*_`]*(?:\s?\[\d+\])*$")  # a citation marker may follow the stop
+# The citations the system places (pipeline.sources.cite): a marker after a paragraph, the Sources list after the
+# article. Declared here, where the checks read an article: they check its prose, not its references.
+CITATION = re.compile(r"\s?\[\d+(?:\]\[\d+|,\s*\d+)*\]")
+SOURCES_HEADING = {"en": "Sources", "zh": "参考资料"}
+_SOURCES_SECTION = re.compile(rf"\n*^##\s+(?:{'|'.join(SOURCES_HEADING.values())})\s*$.*\Z", re.MULTILINE | re.DOTALL)
+
+
+def without_sources(body: str) -> str:
+    """The article's prose: its Sources list and citation markers taken off."""
+    return CITATION.sub("", _SOURCES_SECTION.sub("", body))
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s+")
 # A list item's marker (Chinese "1、" too), with or without an item after it: the draft turns lists into prose.
@@ -41,10 +51,14 @@ ECHOES = [
     # The wording is the draft's prompts' (pipeline/prompts/parts.*.toml).
     (r"\bsection \d+ of \d+\b|\bits point:|\bthe previous part ended\b|\byour previous answer was rejected\b|"
      r"\bwrite (it|the paragraph) again\b|\bwrite (only )?what comes next\b|\bwrite one more paragraph\b|"
-     r"\bthe lesson in plain words\b|\bthe first thing (you|we|i) would do again\b|\bstate the point plainly\b",
+     r"\bthe lesson in plain words\b|\bthe first thing (you|we|i) would do again\b|\bstate the point plainly\b|"
+     # "Section: Best Practices" opened a stored paragraph, and the extend prompt's 'Section "…" so far ends' (bench
+     # articles of e02c74f, read whole for issue 48).
+     r"^\W*section\s*[:：]|\bso far ends\b|\bfacts to write it from\b",
      "the instructions echoed ('Section 3 of 4 … Its point:')"),
     (r"第\s*\d+\s*节（共\s*\d+\s*节）|本节观点[:：]|上一部分结尾是|(上一次|上次)的回答没有通过|请重写[。.]?$|"
-     r"只写接下来的内容|为这一节再写一段|你写到这里停下了|用平实的话说出教训|下次还会先做的那件事|直接说出核心观点",
+     r"只写接下来的内容|为这一节再写一段|你写到这里停下了|用平实的话说出教训|下次还会先做的那件事|直接说出核心观点|"
+     r"一节(目前)?的结尾是|依据的事实[:：]",
      "the instructions echoed ('第 3 节（共 4 节）… 本节观点：')"),
     # The rewrite request's header (pipeline/capabilities/humanize.py CONTEXT): a Chinese rewrite began
     # "…为什么变快了？小节：缓存（Caching）段落（93 字，改写后字数相近；原样保留：…）：", and its score rose (bench, 2026-12-03).
@@ -85,7 +99,10 @@ META = [
     # The request echoed back: a rewrite of the embedded model kept our retry line and answered it ("Your previous
     # response scored 0.3, not above the original's 0.3. I will refine the paragraph … Please provide me with your
     # revised text."), and its score rose, so it was kept: the held article opened with it.
-    (r"\b(your|my) (previous|last|earlier) (response|rewrite|answer|attempt|version)\b|"
+    # and "Our previous rewrite was rejected. It dropped the `-j` (keep every number, name, link and identifier)", in a
+    # bench article of e02c74f: the retry line and the keep list, in the model's words.
+    (r"\b(your|my|our) (previous|last|earlier) (response|rewrite|answer|attempt|version)\b|"
+     r"\bkeep every number, name\b|\b(rewrite|answer) was rejected\b|"
      r"\bthe (previous|last|earlier) (response|rewrite)\b|\bnot above the original\b|"
      r"\b(i will|i'll|i would|i'd|let me) (now )?(refine|rewrite|revise|rephrase|improve|edit) (the|this|your) "
      r"(paragraph|text|section)\b|\bas an editor( with [^,.:]{0,40})?,? i\b|"
@@ -197,7 +214,9 @@ def blocks(body: str) -> list[Block]:
     return out
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|(?<=[。！？])")
+# A Chinese sentence ends after its stop, or after the closing quote or bracket that follows it: split between "。"
+# and "”", a quotation lost its close ("作者写道：“……缓冲。" and "”"), and its words read as copied unquoted.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])|(?<=[。！？])(?![”’」』）)\"'])|(?<=[。！？][”’」』）)\"'])")
 # A sentence this long (words, or characters in Chinese) said twice in one article is a repeat, not an echo.
 REPEAT_MIN = {"en": 6, "zh": 12}
 
@@ -396,6 +415,7 @@ def check(title: str, body: str, *, topic: str, language: str, min_length: int,
           max_length: int | None = None, thesis: str = "") -> list[Problem]:
     """Every rule the article breaks; empty when it is complete. See the module docstring."""
     out: list[Problem] = []
+    body = without_sources(body)
     bs = blocks(body)
     u = unit(language)
     if not title.strip():

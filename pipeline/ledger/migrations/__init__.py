@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 # The newest revision this code knows. A test checks it against versions/ (each fact once:
 # that test fails if a revision is added without moving HEAD).
-HEAD = "0019"
+HEAD = "0020"
 # What the 0.1.0 release created with create_all(): a ledger with its tables but no
 # alembic_version row is stamped here, then upgraded.
 BASELINE = "0001"
@@ -39,7 +39,7 @@ BASELINE_TABLES = ("runs", "turns", "executions", "topics", "articles", "publica
                    "registrations", "reports", "claims", "guard_events")
 # Every table the ledger owns today (schema checks ignore anything else in the database).
 LEDGER_TABLES = (*BASELINE_TABLES, "ticks", "platform_tokens", "reviews", "tick_events", "provider_capabilities",
-                 "model_calls", "daemons", "outlines")
+                 "model_calls", "daemons", "outlines", "sources", "topic_sources", "source_facts")
 
 
 def stored_revision(conn: Connection) -> str | None:
