@@ -201,3 +201,21 @@ def test_wechat_without_disclosure_sends_the_article_alone(tmp_path, wechat):
     assert publish.fn(ctx, zh_article(ctx).id)["verified"]
     [task] = wechat.tasks.values()
     assert "data-aigc" not in task.article["content"] and not task.article["digest"].startswith("【AI生成】")
+
+
+SOURCES = "\n\n## Sources\n\n1. Build notes (the author's notes, notes.md)\n2. [pytest-xdist](http://127.0.0.1/xdist)"
+
+
+def test_remote_posts_end_with_the_sources_the_webhook_gets_them_as_data_too(tmp_path, remote):
+    # Issue 48: the Sources list on every publisher; the webhook's JSON carries it as `sources` as well.
+    target, platform = remote
+    ctx = new_context(write_config(tmp_path, target, platform))
+    assert publish.fn(ctx, add_article(ctx, SOURCES).id)["verified"]
+    [post] = platform.posts
+    body = post.data["content"] if target == "wordpress" else post.data["html"]
+    assert re.search(r"<h2>Sources</h2>\s*<ol>\s*<li>Build notes \(the author(&#x27;|')s notes, notes.md\)</li>\s*"
+                     r'<li><a href="http://127.0.0.1/xdist">pytest-xdist</a></li>', body), body[-400:]
+    if target == "webhook":
+        assert post.data["sources"] == [
+            {"n": 1, "title": "Build notes (the author's notes, notes.md)", "url": None},
+            {"n": 2, "title": "pytest-xdist", "url": "http://127.0.0.1/xdist"}]

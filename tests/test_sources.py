@@ -271,3 +271,30 @@ def test_the_diff_prints_an_article_statement_no_source_backs_beside_the_claims(
     diff = run_diff(ctx.ledger, ctx.run_id)
     assert [(u.unsupported, u.removed) for u in diff.unsourced] == [(["41 minutes", "Jenkins"], False)]
     assert diff.as_dict()["unsourced"][0]["text"] == body
+
+
+def test_an_outline_whose_thesis_states_a_figure_no_source_holds_is_asked_again_told_which(tmp_path):
+    from scenarios import outline_for
+
+    def planner(request, user):
+        if "<topic>" not in user:
+            return None
+        plan = outline_for(user)
+        if "which no fact says" not in user:
+            plan["thesis"] = "We cut the build from 41 minutes to 2 minutes on Bamboo."
+        return json.dumps(plan)
+    ctx = make_ctx(tmp_path, writer(planner))
+    draft.draft.fn(ctx, add_topic(ctx))
+    asks = [r.messages[-1]["content"] for r in ctx.llm.requests if "<topic>" in r.messages[-1]["content"]]
+    assert len(asks) == 2 and "state 41 minutes, 2 minutes, Bamboo, which no fact says" in asks[1]
+
+
+def test_every_platform_gets_the_sources_the_webhook_as_data_wechat_as_its_read_more_link():
+    from pipeline.publishing.publishers import wechat
+    from pipeline.text import article as art
+    body = ("Text. [1][2]\n\n## Sources\n\n1. Build notes (the author's notes, notes.md)\n"
+            "2. [pytest-xdist](http://127.0.0.1/xdist)")
+    assert art.sources_listed(body) == [{"n": 1, "title": "Build notes (the author's notes, notes.md)", "url": None},
+                                        {"n": 2, "title": "pytest-xdist", "url": "http://127.0.0.1/xdist"}]
+    assert wechat.first_link(body) == "http://127.0.0.1/xdist" and wechat.first_link("Text.") == ""
+    assert art.without_sources(body) == "Text."

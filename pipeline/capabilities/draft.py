@@ -275,8 +275,11 @@ def _one_line(s: str) -> str:
     return " ".join(s.split())
 
 
-def _outline(ctx: RunContext, topic: Any, facts: str = "") -> Any:
-    """The stored outline of this run's topic, made from its ``facts`` if there is none."""
+def _outline(ctx: RunContext, topic: Any, facts: str = "", index: grounding.Index | None = None) -> Any:
+    """The stored outline of this run's topic, made from its ``facts`` if there is none. A thesis or point that
+    states a figure or name no source holds is asked again, told which: every part is written to the thesis, and a
+    thesis of the embedded model said "from 41 minutes to 2 minutes, saving 40 minutes a month" of notes that say
+    41 and 17 (make run, 2026-12-07)."""
     from sqlmodel import select
 
     from pipeline.ledger.models import Outline
@@ -294,11 +297,16 @@ def _outline(ctx: RunContext, topic: Any, facts: str = "") -> Any:
                                                    "strict": True}} if constrained else None)
     why = ""
     retry = ctx.prompts.table(f"parts.{'zh' if d.language == 'zh' else 'en'}.toml")["retry"]
-    for _ in range(OUTLINE_ATTEMPTS):
+    for attempt in range(OUTLINE_ATTEMPTS):
         ask = prompt if not why else f"{prompt}\n\n{Template(retry).substitute(why=why)}"
         reply = ctx.llm.complete([{"role": "user", "content": ask}], response_format=fmt, max_tokens=OUTLINE_MAX_TOKENS)
         try:
             plan = parse_outline(reply.text, d.language)
+            claims = "\n\n".join([plan["thesis"], *(s["point"] for s in plan["sections"])])
+            unsupported = [u for st in (grounding.check("", claims, index).failing if index else []) for u in st.unsupported]
+            if unsupported and attempt < OUTLINE_ATTEMPTS - 1:
+                raise ValueError(f"the thesis and points state {', '.join(unsupported[:4])}, which no fact says: state "
+                                 "only what the facts say")
             break
         except ValueError as exc:
             why = str(exc)
@@ -1049,11 +1057,11 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
     if not sources:
         raise gather.NoSources(t.title, ctx.settings.topic.backlog or "the backlog")
     facts = research.facts_of(ctx, t, sources, d.language)
-    outline = _outline(ctx, t, research.digest(facts, d.language))
+    index = grounding.index_of(sources, d.language, t)
+    outline = _outline(ctx, t, research.digest(facts, d.language), index)
     writer = Writer(ctx, outline, facts, research.voice(sources, d.language))
     body, _ = writer.article()
     title = outline.title
-    index = grounding.index_of(sources, d.language, t)
 
     def checked(body: str) -> list[art.Problem]:
         return art.check(title, body, topic=t.title, language=d.language, min_length=d.min_length(),

@@ -35,6 +35,19 @@ SOURCES_HEADING = {"en": "Sources", "zh": "参考资料"}
 _SOURCES_SECTION = re.compile(rf"\n*^##\s+(?:{'|'.join(SOURCES_HEADING.values())})\s*$.*\Z", re.MULTILINE | re.DOTALL)
 
 
+_LISTED = re.compile(r"^\s*(\d+)\.\s+(?:\[(?P<linked>[^\]]+)\]\((?P<url>[^)\s]+)\)|(?P<plain>.+?))\s*$", re.MULTILINE)
+
+
+def sources_listed(body: str) -> list[dict[str, Any]]:
+    """The article's Sources list as data: number, title and link (None for the author's notes). What a platform
+    with a field for it (the webhook's ``sources``, WeChat's 阅读原文) is given."""
+    m = _SOURCES_SECTION.search(body)
+    if not m:
+        return []
+    return [{"n": int(x.group(1)), "title": x.group("linked") or x.group("plain"), "url": x.group("url")}
+            for x in _LISTED.finditer(m.group(0))]
+
+
 def without_sources(body: str) -> str:
     """The article's prose: its Sources list and citation markers taken off."""
     return CITATION.sub("", _SOURCES_SECTION.sub("", body))

@@ -31,6 +31,7 @@ import httpx
 
 from ...config import PublishConfig
 from ...errors import CapabilityError
+from ...text.article import sources_listed
 from ...text.disclosure import Disclosure
 from . import LookupUnsupported, Published
 from .remote import Document, RemotePublisher, public_url, secret_from_env, setting_url
@@ -63,6 +64,7 @@ class WebhookPublisher(RemotePublisher):
                                 "markdown": doc.markdown, "html": doc.html, "content_hash": doc.content_hash}
         if doc.aigc:  # the disclosure: its line leads "html"; the receiver gets the AIGC metadata as well
             body["aigc"] = doc.aigc
+        body["sources"] = sources_listed(doc.markdown)  # what the article was written from (also its last section)
         return "POST", self.url, body
 
     def _created(self, resp: httpx.Response, doc: Document) -> Published:

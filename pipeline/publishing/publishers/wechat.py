@@ -84,6 +84,7 @@ from ...ledger.utc import aware, utcnow
 from ...runtime import http
 from ...runtime.retry import Backoff
 from ...states import PublicationStatus
+from ...text.article import sources_listed
 from ...text.content import to_html
 from ...text.disclosure import Disclosure
 from . import Published, PublishOutcomeUnknown
@@ -473,12 +474,13 @@ class WeChatPublisher:
         return str(self.call("media/uploadimg", files={"media": (path.name, data, ctype)})["url"])
 
     def add_draft(self, article: Article, cover_id: str, key: str = "") -> str:
+        """The draft; 阅读原文 (content_source_url) is the configured one, else the article's first web source."""
         digest, content = digest_of(article.body), article_html(article.body, self.upload_image)
         if self.disclosure is not None:
             digest, content = labelled(self.disclosure, article, digest, content, key)
         item = {"title": article.title[:64], "author": self.wc.author[:16], "digest": digest,
                 "content": content,
-                "content_source_url": self.wc.content_source_url, "thumb_media_id": cover_id,
+                "content_source_url": self.wc.content_source_url or first_link(article.body), "thumb_media_id": cover_id,
                 "need_open_comment": 0, "only_fans_can_comment": 0}
         return str(self.call("draft/add", json_body={"articles": [item]})["media_id"])
 
@@ -651,3 +653,6 @@ def from_config(publish: PublishConfig, base_dir: Path) -> WeChatPublisher:
     return WeChatPublisher(publish, base_dir, appid=wc.appid, secret=secret, api_base=api_base)
 
 
+def first_link(body: str) -> str:
+    """The first linked source of the article's 参考资料 list ("" when its sources are all the author's notes)."""
+    return next((str(x["url"]) for x in sources_listed(body) if x["url"]), "")
