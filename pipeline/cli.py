@@ -1029,11 +1029,18 @@ def ledger_migrate(config: ConfigOpt = None,
 
     with _clean_errors():
         cfg = config_mod.require(config)
+        from sqlalchemy.exc import OperationalError
+
+        from .ledger.unreachable import unavailable
+
         ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=False)
-        if sql:
-            sys.stdout.write(migrations.upgrade_sql(cfg.ledger_url, ledger.engine, to))
-            return
-        done = migrations.migrate(ledger.engine, to, allow_downgrade=downgrade)
+        try:
+            if sql:
+                sys.stdout.write(migrations.upgrade_sql(cfg.ledger_url, ledger.engine, to))
+                return
+            done = migrations.migrate(ledger.engine, to, allow_downgrade=downgrade)
+        except OperationalError as exc:  # the server down, the file unreadable: one line, exit 2
+            raise unavailable(cfg.ledger_url, exc) from None
     if done.stamped_legacy:
         out.print(f"ledger made by 0.1.0: stamped at baseline {migrations.BASELINE}", highlight=False)
     if done.before == done.after:
@@ -1063,12 +1070,15 @@ def ledger_check(config: ConfigOpt = None,
             engine = Ledger(project.ledger_url, project.ledger.busy_timeout_ms, migrate=False).engine
         try:
             health = check(engine)
-        except Exception as exc:  # sqlalchemy's DatabaseError: not a database, unreadable
+        except Exception as exc:  # sqlalchemy's DatabaseError: not a database, unreadable, the server down
             from sqlalchemy.exc import SQLAlchemyError
+
+            from .ledger.unreachable import unavailable
 
             if not isinstance(exc, SQLAlchemyError):
                 raise
-            raise ConfigError(f"{ledger_file or 'ledger'}: cannot read: {getattr(exc, 'orig', exc)}") from None
+            raise unavailable(str(engine.url) if ledger_file is None else f"sqlite:///{ledger_file}", exc,
+                              "cannot read") from None
     if as_json:
         sys.stdout.write(json.dumps(health.as_dict(), indent=2) + "\n")
     else:
