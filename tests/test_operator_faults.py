@@ -6,6 +6,7 @@ In-process (CliRunner): a traceback would raise here (``catch_exceptions=False``
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +129,106 @@ def test_a_sqlite_ledger_where_no_file_can_be_made_is_one_line_and_exit_2(tmp_pa
     assert lines[0].startswith("error: ledger sqlite:////proc/ledger.db: cannot "), lines[0]
     assert "/proc/ledger.db" in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
+
+
+# --- a page that cannot be verified is withdrawn, and its publication reused --------------------------------
+
+
+class _Answers:
+    """A loopback HTTP server that answers every request with ``status``, or serves ``directory``."""
+
+    def __init__(self, status: int = 404, directory: Path | None = None) -> None:
+        import functools
+        import threading
+        from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+        class Fixed(BaseHTTPRequestHandler):
+            def do_HEAD(self) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_HEAD  # noqa: N815  (http.server's name)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        handler: Any = functools.partial(SimpleHTTPRequestHandler, directory=str(directory)) if directory else Fixed
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _publications(ledger) -> list:
+    from sqlmodel import select
+
+    from pipeline.ledger.models import Publication
+
+    with ledger.read() as s:
+        return list(s.exec(select(Publication)).all())
+
+
+def test_three_runs_against_a_404_site_leave_no_page_and_one_pending_publication_then_one_page(harness):
+    site = harness.dir / "site"
+    answers_404 = _Answers(404)
+    try:
+        for _ in range(3):
+            outcome, ledger = harness.run("honest", PIPELINE_PUBLISH_LOCAL__BASE_URL=answers_404.url)
+            assert outcome.exit_code == 4 and "could not be verified" in (outcome.error or ""), outcome
+            assert sorted(p.name for p in (site / "posts").glob("*.html")) == []
+            index = (site / "index.html").read_text(encoding="utf-8")
+            assert "posts/" not in index and "<entry>" not in (site / "feed.xml").read_text(encoding="utf-8")
+            [pub] = _publications(ledger)
+            assert pub.status == "pending" and "withdrawn" in (pub.verification or "")
+            assert pub.run_id == outcome.run_id  # each run took the one publication over
+            ledger.close()
+    finally:
+        answers_404.stop()
+    good = _Answers(directory=site)
+    try:
+        outcome, ledger = harness.run("honest", PIPELINE_PUBLISH_LOCAL__BASE_URL=good.url)
+    finally:
+        good.stop()
+    assert outcome.exit_code == 0, outcome
+    assert len(list((site / "posts").glob("*.html"))) == 1
+    [pub] = _publications(ledger)
+    assert pub.status == "verified" and pub.run_id == outcome.run_id and pub.url.startswith(good.url)
+    assert (site / "index.html").read_text(encoding="utf-8").count("posts/") == 1
+
+
+def test_a_refused_connection_is_never_a_verification(tmp_path):
+    """Nothing listens at a base_url the local site cannot serve itself (a privileged port): unverified."""
+    from pipeline.config import PublishConfig
+    from pipeline.publishing.publish import verify_published
+    from pipeline.publishing.publishers import Published
+    from pipeline.publishing.publishers.local import LocalSitePublisher
+
+    site = LocalSitePublisher(tmp_path / "site", "http://127.0.0.1:9")
+    published = site.publish(key="k", slug="a", title="A", body_markdown="Some text.", content_hash="h")
+    assert isinstance(published, Published)
+    problem = verify_published(PublishConfig(verify_timeout_s=1), site, published, "h")
+    assert problem is not None and "ConnectError" in problem
+
+
+def test_the_local_site_not_being_served_is_served_for_its_check(tmp_path):
+    """A free loopback port: the check's answer comes over HTTP from the site's own handler, the page whole."""
+    import socket
+
+    from pipeline.config import PublishConfig
+    from pipeline.publishing.publish import verify_published
+    from pipeline.publishing.publishers.local import LocalSitePublisher
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    site = LocalSitePublisher(tmp_path / "site", f"http://127.0.0.1:{port}")
+    published = site.publish(key="k", slug="a", title="A", body_markdown="Some text.", content_hash="h")
+    assert verify_published(PublishConfig(verify_timeout_s=2), site, published, "h") is None
+    assert not list((tmp_path / "site").glob("*.pid"))  # and nothing is left listening: the port is free again
+    with socket.socket() as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the closed server's port may be in TIME_WAIT
+        again.bind(("127.0.0.1", port))
