@@ -468,10 +468,10 @@ def worker(config: ConfigOpt = None,
 def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Per channel: next run, last outcome and age, publications today, health and why; the scheduler's state.
 
-    Exit 0 healthy, 1 a channel failed or is overdue, 2 config or ledger unreadable, 3 the declared
-    scheduler is down ([daemon] scheduler = "daemon" and no live daemon). See README, Health.
+    Exit 0 healthy, 8 an article awaits an editor's review (and nothing worse), 1 a channel failed or is
+    overdue, 2 config or ledger unreadable or unreachable, 3 the declared scheduler is down. See README, Health.
     """
-    from .views.status import HEALTH_EXIT, SchedulerState, channel_status, daemon_state
+    from .views.status import SchedulerState, channel_status, daemon_state, health_exit
 
     with _clean_errors():
         cfg = _project_config(config)
@@ -516,7 +516,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
                           r.last_status or "—", age, str(r.publications_today), r.health])
         _print_table(["channel", "schedule", "next run", "last run", "status", "age", "published today", "health"], table)
         for r in rows:
-            if r.health not in ("ok", "scheduler_down"):  # the scheduler's reason is printed once, above
+            if r.health not in ("ok", "scheduler_down", "awaiting_review"):  # said once, above or below
                 out.print(f"{r.channel}: {r.health}: {r.reason}", markup=False, highlight=False)
         # One line each, URLs whole: what reconciliation completed today, and what still waits for it.
         for r in rows:
@@ -533,7 +533,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
                 out.print(f"{r.channel}: publication {pub.publication_id} of {pub.run_status} run {pub.run_id} "
                           f"is verified but not registered yet (the next run registers it): {pub.url}",
                           markup=False, highlight=False)
-    raise typer.Exit(max([HEALTH_EXIT[r.health] for r in rows] or [0]))
+    raise typer.Exit(health_exit([r.health for r in rows]))
 
 
 @app.command()

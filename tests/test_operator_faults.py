@@ -232,3 +232,51 @@ def test_the_local_site_not_being_served_is_served_for_its_check(tmp_path):
     with socket.socket() as again:
         again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the closed server's port may be in TIME_WAIT
         again.bind(("127.0.0.1", port))
+
+
+# --- a held article is a business state --------------------------------------------------------------------
+
+UNDER_THE_PASS_MARK = {"PIPELINE_HUMANIZE__THRESHOLD": "99"}
+MANUAL_REVIEW = '[publish]\nreview = "manual"\npreview_dir = "preview"\n'
+
+
+@pytest.mark.parametrize("how", ["under the pass mark", "manual review"])
+def test_a_held_article_is_awaiting_review_with_its_own_exit_code_never_failed(harness, how):
+    import json
+
+    if how == "manual review":
+        outcome, ledger = harness.run("honest", MANUAL_REVIEW)
+    else:
+        outcome, ledger = harness.run("honest", **UNDER_THE_PASS_MARK)
+    ledger.close()
+    path = str(harness.dir / "config.toml")
+    env = UNDER_THE_PASS_MARK if how != "manual review" else {}
+    human = CliRunner().invoke(app, ["status", "--config", path], env=env, catch_exceptions=False)
+    assert human.exit_code == 8, human.output  # ExitCode.AWAITING_REVIEW, as `pipeline run` gives a manual review
+    assert "awaiting review" in human.output and "failed" not in human.output
+    [row] = json.loads(CliRunner().invoke(app, ["status", "--json", "--config", path], env=env).stdout)
+    assert row["health"] == "awaiting_review" and row["failed"] is False and row["last_run"] == outcome.run_id
+
+
+def test_metrics_report_and_alerts_say_held_not_failed(harness, monkeypatch):
+    from pipeline.runtime import alerts
+    from pipeline.views.metrics import LedgerCollector
+    from pipeline.views.reports import daily_summary, render_daily
+
+    sent: list[tuple[str, str]] = []
+    monkeypatch.setattr(alerts.Alerter, "alert", lambda self, channel, run_id, outcome, detail: sent.append((outcome, detail)))
+    outcome, ledger = harness.run("honest", **UNDER_THE_PASS_MARK)
+    assert (outcome.status, outcome.exit_code) == ("incomplete", 4)  # the run's own record and code are unchanged
+    assert [o for o, _ in sent] == ["held (exit 4)"]
+    statuses = {s.labels["status"] for m in LedgerCollector(ledger.url).collect() if m.name == "pipeline_runs"
+                for s in m.samples}
+    assert statuses == {"held"}
+    from datetime import datetime, timezone
+
+    from pipeline.ledger.reader import LedgerReader
+
+    reader = LedgerReader(ledger.url)
+    summary = daily_summary(reader, datetime.now(timezone.utc).date(), "UTC")
+    reader.close()
+    assert summary.failures == [] and [h.run_id for h in summary.held] == [outcome.run_id]
+    assert "- Held for review: 1" in render_daily(summary) and "- Failures: 0" in render_daily(summary)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..states import ReviewStatus
+from ..states import ReviewStatus, RunStatus
 from .reports import (
     Recovered,
     Unregistered,
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 # A last run in one of these states is a decision or work in progress, not a failure.
 NOT_FAILED = ("done", "running", "awaiting_review", "rejected", "dry_run")
+# A run whose review is in one of these states holds its article for an editor (approved: not finished yet).
+HELD_REVIEWS = (ReviewStatus.PENDING, ReviewStatus.APPROVED)
 
 # A tick is overdue only this long past its time, and then only if nothing started for it (a run that
 # started a little before the tick it serves, a clock a little behind, is not late).
@@ -34,8 +36,15 @@ TICK_SLACK_S = 60
 # The daemon is dead when its last heartbeat is older than this many [daemon] heartbeat_s.
 BEATS_MISSED = 3
 
-# `pipeline status` exit codes, worst wins (README "Health").
-HEALTH_EXIT = {"ok": 0, "failed": 1, "overdue": 1, "scheduler_down": 3}
+# `pipeline status` exit codes (README "Health"): "awaiting_review" is the run's own code for it (ExitCode.AWAITING_REVIEW).
+HEALTH_EXIT = {"ok": 0, "awaiting_review": 8, "failed": 1, "overdue": 1, "scheduler_down": 3}
+# Worst last: the channel that decides `pipeline status`'s exit code (an editor's wait is not a failure).
+HEALTH_ORDER = ("ok", "awaiting_review", "failed", "overdue", "scheduler_down")
+
+
+def health_exit(healths: list[str]) -> int:
+    """The exit code of ``pipeline status``: the worst channel's health (HEALTH_ORDER) decides."""
+    return HEALTH_EXIT[max(healths, key=HEALTH_ORDER.index)] if healths else 0
 
 
 @dataclass(frozen=True)
@@ -315,7 +324,10 @@ def _channel(cfg: Config, name: str, db: Any, now: datetime, sched: SchedulerSta
     overdue = (prev is not None and sched.began is not None and prev >= sched.began
                and (started is None or started < prev - timedelta(seconds=TICK_SLACK_S))
                and (first_tick is None or first_tick <= prev))
-    failed = last is not None and last.status not in NOT_FAILED  # a review, a rejection, a dry run: decisions
+    # An article held for an editor (a manual review, or a score under the pass mark) is a business state.
+    held = last is not None and (last.status == RunStatus.AWAITING_REVIEW
+                                 or any(r.run_id == last.id and r.status in HELD_REVIEWS for r in reviews))
+    failed = not held and last is not None and last.status not in NOT_FAILED  # a rejection, a dry run: decisions
     if sched.down:
         health, reason = "scheduler_down", sched.reason
     elif overdue:
@@ -324,6 +336,9 @@ def _channel(cfg: Config, name: str, db: Any, now: datetime, sched: SchedulerSta
                   f"(grace [daemon] overdue_after_s = {cfg.daemon.overdue_after_s}) and no run started for it")
     elif failed and last is not None:
         health, reason = "failed", f"last run {last.id} ended {last.status} (exit {last.exit_code})"
+    elif held and last is not None:
+        health, reason = "awaiting_review", (f"last run {last.id} holds its article for an editor: "
+                                             f"pipeline review show {last.id}")
     else:
         health, reason = "ok", (f"last run {last.id} {last.status}" if last else "no run yet, none due") + f"; {sched.reason}"
     nf = next_fire(trigger, now)
