@@ -49,6 +49,15 @@ from enum import IntEnum
 from .states import RunStatus
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters, cut at a word's end and marked "…": never mid-word ("call dr")."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
 class ExitCode(IntEnum):
     """Exit codes of ``pipeline run`` (documented in the README)."""
 
@@ -208,7 +217,7 @@ class AgentStuckError(AgentIncompleteError):
 
     def __init__(self, missing: set[str], tool: str, error: str, count: int) -> None:
         self.tool, self.error, self.count = tool, error, count
-        super().__init__(missing, f"stuck: `{tool}` failed {count} times in a row with the same error ({error[:200]})")
+        super().__init__(missing, f"stuck: `{tool}` failed {count} times in a row with the same error ({clip(error, 200)})")
 
 
 class PublicationFailed(AgentIncompleteError):

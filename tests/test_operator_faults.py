@@ -280,3 +280,108 @@ def test_metrics_report_and_alerts_say_held_not_failed(harness, monkeypatch):
     reader.close()
     assert summary.failures == [] and [h.run_id for h in summary.held] == [outcome.run_id]
     assert "- Held for review: 1" in render_daily(summary) and "- Failures: 0" in render_daily(summary)
+
+
+# --- the small defects --------------------------------------------------------------------------------------
+
+
+def test_init_after_a_global_config_writes_that_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PIPELINE_CONFIG", "restored-after-the-test")
+    monkeypatch.delenv("PIPELINE_CONFIG")  # the callback sets it: monkeypatch puts the environment back
+    result = CliRunner().invoke(app, ["--config", "x.toml", "init"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "x.toml").exists() and not (tmp_path / "config.toml").exists()
+
+
+@pytest.mark.parametrize("args", [[], ["ledger"], ["review"], ["claims"]])
+def test_a_group_without_a_command_prints_its_help_and_exits_0(args):
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0 and "Usage:" in result.output and "Commands" in result.output
+
+
+def test_a_switch_is_true_or_false_not_yes(tmp_path):
+    from pipeline import config as config_mod
+    from pipeline.errors import ConfigError
+
+    path = tmp_path / "config.toml"
+    path.write_text('[agent]\nhallucination_guard = "yes"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"\[agent\] hallucination_guard: expected true or false, got 'yes'"):
+        config_mod.load(path, environ={})
+    path.write_text("[agent]\nhallucination_guard = false\n", encoding="utf-8")
+    assert config_mod.load(path, environ={}).agent.hallucination_guard is False
+    assert config_mod.load(path, environ={"AGENT_HALLUCINATION_GUARD": "1"}).agent.hallucination_guard is True
+
+
+def test_an_unknown_section_from_the_environment_is_named_as_the_variable(tmp_path):
+    from pipeline import config as config_mod
+    from pipeline.errors import ConfigError
+
+    path = tmp_path / "config.toml"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        config_mod.load(path, environ={"PIPELINE_AGNT__MAX_TURNS": "3"})
+    assert str(caught.value).startswith("environment PIPELINE_AGNT__MAX_TURNS=3: agnt: unknown key; did you mean 'agent'")
+    assert str(path) not in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n\n   \n", "title,angle\n"])
+def test_a_backlog_without_a_topic_is_one_line_and_exit_2(tmp_path, text):
+    from pipeline import config as config_mod
+    from pipeline.errors import ConfigError
+    from pipeline.run import validate
+
+    backlog = tmp_path / ("topics.csv" if "," in text else "topics.txt")
+    backlog.write_text(text, encoding="utf-8")
+    _project(tmp_path, "sqlite:///ledger.db")
+    cfg = config_mod.load(tmp_path / "config.toml", environ={"PIPELINE_TOPIC__BACKLOG": str(backlog)})
+    with pytest.raises(ConfigError, match="holds no topics") as caught:
+        validate.upfront(cfg)
+    assert caught.value.exit_code == 2 and "\n" not in str(caught.value)
+
+
+def test_a_stuck_runs_message_is_never_cut_mid_word():
+    from pipeline.errors import AgentStuckError
+
+    error = "the draft failed its checks: " + " ".join(["call draft again with the topic_id"] * 12)
+    message = str(AgentStuckError({"publish"}, "draft", error, 3))
+    quoted = message.split("error (", 1)[1].rsplit(")", 1)[0]
+    assert quoted.endswith("…") and len(quoted) <= 200
+    assert quoted[:-1].split()[-1] in error.split()  # the last word is whole
+
+
+@pytest.mark.slow
+def test_sigpipe_ends_output_quietly_with_the_commands_own_status(harness):
+    import subprocess
+    import sys
+
+    outcome, ledger = harness.run("honest")
+    assert outcome.exit_code == 0
+    ledger.close()
+    path = harness.dir / "config.toml"
+    for command in ("ledger diff", "ledger show --full", "ledger runs"):
+        shell = f"{sys.executable} -m pipeline {command} --config {path} | head -c 1 >/dev/null; echo ${{PIPESTATUS[0]}}"
+        done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60)
+        assert done.stdout.strip() == "0", (command, done.stdout, done.stderr)
+        assert "BrokenPipeError" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_run_json_is_one_object_and_the_failure_line_is_said_once(tmp_path, fake_llm):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from support import KEY_ENV, write_config
+
+    path = write_config(tmp_path, fake_llm.api_base, "prose")  # the incident: a hallucinating model, exit 3
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--json", "--config", str(path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, KEY_ENV: "sk-test-not-a-real-key"})
+    assert done.returncode == 3, done.stderr
+    data = json.loads(done.stdout)  # the whole of stdout: one object
+    assert data["status"] == "hallucination" and data["exit_code"] == 3 and data["run_id"].startswith("r")
+    assert {"topic", "title", "score", "url", "registration_no", "nudges", "hallucinations_caught"} <= set(data)
+    assert data["error"] and done.stderr.count(data["error"][:60]) == 1, done.stderr  # once, not twice
+    assert f"pipeline ledger diff --run {data['run_id']}" in done.stderr
