@@ -385,3 +385,47 @@ def test_run_json_is_one_object_and_the_failure_line_is_said_once(tmp_path, fake
     assert {"topic", "title", "score", "url", "registration_no", "nudges", "hallucinations_caught"} <= set(data)
     assert data["error"] and done.stderr.count(data["error"][:60]) == 1, done.stderr  # once, not twice
     assert f"pipeline ledger diff --run {data['run_id']}" in done.stderr
+
+
+def _status(path) -> tuple[int, str, dict]:
+    import json
+
+    human = CliRunner().invoke(app, ["status", "--config", str(path)], catch_exceptions=False)
+    [row] = json.loads(CliRunner().invoke(app, ["status", "--json", "--config", str(path)]).stdout)
+    return human.exit_code, human.output, row
+
+
+def test_a_daemon_that_died_is_reported_whatever_the_scheduler_says(harness):
+    from datetime import timedelta
+
+    from pipeline.ledger.models import Daemon
+    from pipeline.ledger.utc import utcnow
+
+    cfg = harness.config("honest")  # [daemon] scheduler: the default, "manual"
+    assert cfg.daemon.scheduler == "manual"
+    from pipeline.ledger.writer import Ledger
+
+    ledger = Ledger(cfg.ledger_url)
+    me = ledger.daemon_started()
+    with ledger.write() as s:  # killed an hour ago: no stop recorded, the beats stopped
+        row = s.get(Daemon, me)
+        row.started_at = row.beat_at = utcnow() - timedelta(hours=1)
+        s.add(row)
+    ledger.close()
+    code, output, row = _status(harness.dir / "config.toml")
+    assert code == 3 and row["health"] == "scheduler_down" and row["scheduler"]["alive"] is False, output
+    assert "died without stopping" in row["scheduler"]["reason"] and "manual" in row["scheduler"]["reason"]
+    _outcome, ledger = harness.run("honest")  # a run since: the channels are being run, by hand
+    ledger.close()
+    code, output, row = _status(harness.dir / "config.toml")
+    assert row["health"] != "scheduler_down" and code != 3, output
+
+
+def test_a_daemon_starting_is_starting_not_absent(harness):
+    from pipeline.ledger.locks import hold
+
+    cfg = harness.config("honest", extra='[daemon]\nscheduler = "daemon"\n')
+    with hold(cfg.state_dir / "daemon.lock", "the daemon's job store"):  # what a starting daemon holds first
+        code, output, row = _status(harness.dir / "config.toml")
+    assert "no daemon has started" not in output and "is starting" in row["scheduler"]["reason"], output
+    assert row["scheduler"]["alive"] is None and code != 3

@@ -78,11 +78,25 @@ def scheduler_state(cfg: Config, db: Any, now: datetime) -> SchedulerState:
     kind = cfg.daemon.scheduler
     if kind == "daemon":
         return _daemon_liveness(cfg, db, now)
+    # Whatever is declared, a daemon that ran on this ledger and died (its heartbeat stale, no stop recorded)
+    # with no run since is never silent: it was what scheduled these channels.
+    dead = _daemon_liveness(cfg, db, now) if db is not None else None
+    if dead is not None and dead.down and dead.heartbeat_at is not None and "died" in dead.reason:
+        latest = db.scalar("SELECT max(started_at) FROM runs")
+        if latest is None or _as_time(latest) <= dead.heartbeat_at:
+            return SchedulerState(kind, False, dead.began, f'[daemon] scheduler = "{kind}", but {dead.reason}, and no run '
+                                  "started since", dead.heartbeat_at, dead.host, dead.pid)
     if kind == "cron":
         began = cfg.daemon.cron_began()
         assert began is not None  # DaemonConfig refuses scheduler = "cron" without cron_since
         return SchedulerState("cron", None, began, f"cron, installed {began.isoformat()} ([daemon] cron_since)")
     return SchedulerState("manual", None, None, 'no scheduler declared ([daemon] scheduler = "manual"): no tick is overdue')
+
+
+def _as_time(value: Any) -> datetime:
+    """A time from either reader (SQLite gives text, PostgreSQL a datetime), aware in UTC."""
+    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 def _daemon_liveness(cfg: Config, db: Any, now: datetime) -> SchedulerState:
@@ -97,6 +111,11 @@ def _daemon_liveness(cfg: Config, db: Any, now: datetime) -> SchedulerState:
             row = found[0] if found else None
         except LedgerError:  # a ledger from before heartbeats (no daemons table): no daemon has run on it
             getattr(getattr(db, "conn", None), "rollback", lambda: None)()
+    if row is None or row.stopped_at is not None:
+        here = daemon_state(cfg)
+        if here.running:  # its lock is held, its first row not written yet: starting, not absent
+            return SchedulerState("daemon", None, None, f"daemon pid {here.pid} on this host is starting "
+                                                        "(its lock is held; no heartbeat in the ledger yet)")
     if row is None:
         return SchedulerState("daemon", False, None, "no daemon has started on this ledger (start `pipeline daemon`)")
     who = f"daemon {row.host} pid {row.pid}"
