@@ -429,3 +429,20 @@ def test_a_daemon_starting_is_starting_not_absent(harness):
         code, output, row = _status(harness.dir / "config.toml")
     assert "no daemon has started" not in output and "is starting" in row["scheduler"]["reason"], output
     assert row["scheduler"]["alive"] is None and code != 3
+
+
+# --- the README, read from the top --------------------------------------------------------------------------
+
+
+def test_the_readme_starts_with_the_quick_start_and_its_outcome():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    top = "\n".join(readme.splitlines()[:60])
+    for needed in ("## Quick start", "make run", "make test", "Exit **0**", "var/site/posts/", "**4**",
+                   "held for review"):
+        assert needed in top, needed
+    assert "Both need only" not in readme  # make test installs Debian packages as root: said so
+    assert "threshold 90.2" not in readme and "pipeline/guard.py" not in readme
+    assert "| `bench/bench_brainstorm.py` |" not in readme and "| `bench/bench_local.py` |" not in readme
+    assert not (REPO / "pipeline" / "guard.py").exists() and (REPO / "pipeline" / "run" / "guard.py").exists()
+    history = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert "## Articles on the embedded model" in history and "d752838" in history
