@@ -92,7 +92,7 @@ class Target:
                 key = json.loads(record.read_text(encoding="utf-8")).get("key")
             except (OSError, ValueError):
                 key = None
-            out.append((key, f"http://127.0.0.1:9/posts/{page.name}"))
+            out.append((key, f"http://127.0.0.1:8765/posts/{page.name}"))
         return out
 
     def stop(self) -> None:

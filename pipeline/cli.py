@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .ledger.writer import Ledger
     from .run.runner import RunOutcome
 
-from .errors import ConfigError, PipelineError, exit_codes
+from .errors import ConfigError, PipelineError, clip, exit_codes
 from .run.events import Nudge, RunObserver
 from .states import ReviewStatus
 from .text.redact import scrub, shown
@@ -55,7 +55,17 @@ class _LazyModule:
 config_mod: Any = _LazyModule()
 
 class _Group(TyperGroup):
-    """Command lists print each command's first sentence whole: click's default cuts it at ~45 columns ("...")."""
+    """Command lists print each command's first sentence whole: click's default cuts it at ~45 columns ("...").
+
+    A group called without a command (``pipeline``, ``pipeline ledger``) prints its help and exits 0, as asked
+    for: click's no_args_is_help exits 2, a usage error, for what is not one.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            sys.stdout.write(ctx.get_help() + "\n")
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = []
@@ -164,7 +174,9 @@ def help_(ctx: typer.Context,
 
 
 @app.command()
-def init(path: Annotated[Path, typer.Argument(metavar="PATH", help="Where to write the config.")] = Path("config.toml")) -> None:
+def init(path: Annotated[Path | None, typer.Argument(metavar="PATH", show_default=False,
+                                                    help="Where to write the config (default: the --config before "
+                                                         "the command, else $PIPELINE_CONFIG, else ./config.toml).")] = None) -> None:
     """Write the starter config (the shipped config.toml, every key documented) and its topic backlog.
 
     Never overwrites: an existing config is an error (exit 2). The backlog (topics.txt beside the
@@ -172,6 +184,7 @@ def init(path: Annotated[Path, typer.Argument(metavar="PATH", help="Where to wri
     """
     from importlib.resources import files
 
+    path = path or config_mod.resolve_path(None)  # `pipeline --config x.toml init` writes x.toml
     starter = files("pipeline") / "starter"
     if path.exists():
         err.print(f"error: {path} exists: not overwritten", markup=False)
@@ -306,9 +319,7 @@ def _one_block() -> Iterator[None]:
     try:
         yield
     finally:
-        data = buffer.getvalue().encode()
-        while data:  # one write() for a block of any usual size; O_APPEND keeps it whole
-            data = data[os.write(sys.stdout.fileno(), data):]
+        _write_all(sys.stdout.fileno(), buffer.getvalue().encode())  # one write() for a usual block; O_APPEND keeps it whole
 
 
 
@@ -340,7 +351,7 @@ class _Progress(RunObserver):
 
     def turn(self, text: str, calls: list[str], latency_ms: float) -> None:
         if not calls:
-            out.print(f"  [dim]model: {safe((text or '(empty)')[:160])}[/]", highlight=False)
+            out.print(f"  [dim]model: {safe(clip(text or '(empty)', 160))}[/]", highlight=False)
 
     def escalated(self) -> None:
         out.print("  [yellow]![/] guard: next turns constrained by a JSON schema to a tool call or a final answer", highlight=False)
@@ -351,19 +362,21 @@ class _Progress(RunObserver):
         out.print(f"  [yellow]![/] guard: {nudge.kind} — {safe(what)}; nudge {nudge.n}/{nudge.limit}", highlight=False)
 
 
-def _print_summary(ledger: LedgerReader, outcome: RunOutcome) -> None:
+def _print_summary(ledger: LedgerReader, outcome: RunOutcome, as_json: bool = False) -> None:
     from .views.reports import run_summary
 
     s = run_summary(ledger, outcome.run_id)
+    if as_json:  # one object on stdout, for a cron wrapper: the ledger's summary with the outcome
+        sys.stdout.write(json.dumps({**s.as_dict(), "status": str(outcome.status), "exit_code": outcome.exit_code,
+                                     "error": shown(outcome.error) if outcome.error else None},
+                                    ensure_ascii=False, default=str) + "\n")
+        return
     colour = "green" if outcome.exit_code == 0 else "red"
     out.print(f"[bold]status[/]                 [{colour}]{outcome.status}[/] (exit {outcome.exit_code})", highlight=False)
     for key in ("topic", "title", "score", "url", "registration_no", "nudges", "hallucinations_caught"):
         value = "—" if getattr(s, key) in (None, "") else str(getattr(s, key))
         out.print(f"[bold]{key.replace('_', ' '):<22}[/] {safe(value)}", highlight=False)  # one line each: URLs stay whole
-    if outcome.error:
-        err.print(f"{outcome.status}: {shown(outcome.error)}", markup=False, highlight=False)
-    if outcome.exit_code != 0:
-        err.print(f"see: pipeline ledger diff --run {outcome.run_id}", highlight=False)
+    # Why it ended, and where to look, is the runner's one log line on stderr: not said twice.
 
 
 @app.command()
@@ -371,7 +384,10 @@ def run(config: ConfigOpt = None,
         channel: Annotated[str | None, typer.Option(metavar="NAME", help="Channel to run (needed when [[channels]] declares several).")] = None,
         verbose: VerboseOpt = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Everything but the platform call: the would-be post goes "
-                                              "to the preview directory (publish.preview_dir).")] = False) -> None:
+                                              "to the preview directory (publish.preview_dir).")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print only the run's summary, as one JSON object "
+                                              "(status, exit_code, error, topic, title, score, url, "
+                                              "registration_no, …); no progress lines.")] = False) -> None:
     """Run the pipeline once now (for cron).
 
     Exit: {exit_codes}
@@ -400,10 +416,11 @@ def run(config: ConfigOpt = None,
                 from .run.runner import run_once
 
                 # pre-flight next (the up-front checks ran above: once per run): no ledger on a config error
-                outcome = run_once(cfg, observer=_Progress(), lock_held=True, dry_run=dry_run, validated=True)
+                outcome = run_once(cfg, observer=RunObserver() if as_json else _Progress(), lock_held=True,
+                                   dry_run=dry_run, validated=True)
                 summary_reader = LedgerReader(cfg.ledger_url)  # what the run recorded, read-only
                 try:
-                    _print_summary(summary_reader, outcome)
+                    _print_summary(summary_reader, outcome, as_json)
                 finally:
                     summary_reader.close()
                 global _fast_exit
@@ -468,10 +485,10 @@ def worker(config: ConfigOpt = None,
 def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Per channel: next run, last outcome and age, publications today, health and why; the scheduler's state.
 
-    Exit 0 healthy, 1 a channel failed or is overdue, 2 config or ledger unreadable, 3 the declared
-    scheduler is down ([daemon] scheduler = "daemon" and no live daemon). See README, Health.
+    Exit 0 healthy, 8 an article awaits an editor's review (and nothing worse), 1 a channel failed or is
+    overdue, 2 config or ledger unreadable or unreachable, 3 the declared scheduler is down. See README, Health.
     """
-    from .views.status import HEALTH_EXIT, SchedulerState, channel_status, daemon_state
+    from .views.status import SchedulerState, channel_status, daemon_state, health_exit
 
     with _clean_errors():
         cfg = _project_config(config)
@@ -516,7 +533,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
                           r.last_status or "—", age, str(r.publications_today), r.health])
         _print_table(["channel", "schedule", "next run", "last run", "status", "age", "published today", "health"], table)
         for r in rows:
-            if r.health not in ("ok", "scheduler_down"):  # the scheduler's reason is printed once, above
+            if r.health not in ("ok", "scheduler_down", "awaiting_review"):  # said once, above or below
                 out.print(f"{r.channel}: {r.health}: {r.reason}", markup=False, highlight=False)
         # One line each, URLs whole: what reconciliation completed today, and what still waits for it.
         for r in rows:
@@ -533,7 +550,7 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
                 out.print(f"{r.channel}: publication {pub.publication_id} of {pub.run_status} run {pub.run_id} "
                           f"is verified but not registered yet (the next run registers it): {pub.url}",
                           markup=False, highlight=False)
-    raise typer.Exit(max([HEALTH_EXIT[r.health] for r in rows] or [0]))
+    raise typer.Exit(health_exit([r.health for r in rows]))
 
 
 @app.command()
@@ -1039,11 +1056,18 @@ def ledger_migrate(config: ConfigOpt = None,
 
     with _clean_errors():
         cfg = config_mod.require(config)
+        from sqlalchemy.exc import OperationalError
+
+        from .ledger.unreachable import unavailable
+
         ledger = Ledger(cfg.ledger_url, cfg.ledger.busy_timeout_ms, migrate=False)
-        if sql:
-            sys.stdout.write(migrations.upgrade_sql(cfg.ledger_url, ledger.engine, to))
-            return
-        done = migrations.migrate(ledger.engine, to, allow_downgrade=downgrade)
+        try:
+            if sql:
+                sys.stdout.write(migrations.upgrade_sql(cfg.ledger_url, ledger.engine, to))
+                return
+            done = migrations.migrate(ledger.engine, to, allow_downgrade=downgrade)
+        except OperationalError as exc:  # the server down, the file unreadable: one line, exit 2
+            raise unavailable(cfg.ledger_url, exc) from None
     if done.stamped_legacy:
         out.print(f"ledger made by 0.1.0: stamped at baseline {migrations.BASELINE}", highlight=False)
     if done.before == done.after:
@@ -1073,12 +1097,15 @@ def ledger_check(config: ConfigOpt = None,
             engine = Ledger(project.ledger_url, project.ledger.busy_timeout_ms, migrate=False).engine
         try:
             health = check(engine)
-        except Exception as exc:  # sqlalchemy's DatabaseError: not a database, unreadable
+        except Exception as exc:  # sqlalchemy's DatabaseError: not a database, unreadable, the server down
             from sqlalchemy.exc import SQLAlchemyError
+
+            from .ledger.unreachable import unavailable
 
             if not isinstance(exc, SQLAlchemyError):
                 raise
-            raise ConfigError(f"{ledger_file or 'ledger'}: cannot read: {getattr(exc, 'orig', exc)}") from None
+            raise unavailable(str(engine.url) if ledger_file is None else f"sqlite:///{ledger_file}", exc,
+                              "cannot read") from None
     if as_json:
         sys.stdout.write(json.dumps(health.as_dict(), indent=2) + "\n")
     else:
@@ -1282,7 +1309,50 @@ def review_reject(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="
 _fast_exit = False
 
 
+class _QuietPipe:
+    """stdout that a reader closing early (``pipeline ledger diff | head -1``) silences instead of failing: the rest
+    of the output goes nowhere and the command still ends with its own exit code (not 1 and a BrokenPipeError)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _closed_by_reader(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())  # later writes, and the flush at exit, succeed into nothing
+        finally:
+            os.close(devnull)
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._closed_by_reader()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed_by_reader()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until done; a reader that closed the pipe ends the output quietly (see _QuietPipe)."""
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except BrokenPipeError:
+        pass
+
+
 def main() -> None:
+    stdout: Any = sys.stdout
+    if stdout is not None and not isinstance(stdout, _QuietPipe):
+        sys.stdout = _QuietPipe(stdout)
     try:
         app()
     except SystemExit as exc:
@@ -1292,7 +1362,8 @@ def main() -> None:
         logging.shutdown()  # flush and close every handler
         for stream in (sys.stdout, sys.stderr):
             try:
-                stream.flush()
+                if stream is not None:
+                    stream.flush()
             except (OSError, ValueError):
                 pass
         os._exit(code)

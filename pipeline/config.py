@@ -66,6 +66,17 @@ def _zone(value: str) -> str:
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _bools_are_booleans(cls, value: Any, info: Any) -> Any:
+        """A switch is ``true`` or ``false``: pydantic would read "yes", "on", "1" or 0 as one, silently."""
+        field = cls.model_fields.get(info.field_name) if info.field_name else None
+        annotation = field.annotation if field is not None else None
+        optional = annotation == (bool | None)
+        if (annotation is bool or optional) and not isinstance(value, bool) and not (optional and value is None):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return value
+
 
 class LLMConfig(_Section):
     model: str = Field("openai/gpt-4o-mini", min_length=1, pattern=r"\S")
@@ -635,7 +646,9 @@ def _env_overrides(data: dict[str, Any], environ: dict[str, str]) -> dict[tuple[
         origin[tuple(dotted)] = f"{name}={raw}"
     for name, dotted_ in _SWITCHES.items():
         if name in environ:
-            _set(data, list(dotted_), _literal(environ[name].strip().lower()))
+            raw = environ[name].strip().lower()
+            _set(data, list(dotted_), {"1": True, "0": False}.get(raw) if raw in ("1", "0") and
+                 dotted_[-1] == "hallucination_guard" else _literal(raw))
             origin[dotted_] = f"{name}={environ[name]}"
     return origin
 
@@ -671,6 +684,10 @@ def _describe(err: ValidationError, source: str, origin: dict[tuple[str, ...], s
     for n in range(len(loc), 0, -1):
         if origin and tuple(loc[:n]) in origin:
             return f"environment {origin[tuple(loc[:n])]}: {where}: {msg}"
+    # An unknown section that only the environment named (PIPELINE_AGNT__MAX_TURNS): the variable, not the file.
+    named = [v for k, v in (origin or {}).items() if k[:len(loc)] == tuple(loc)]
+    if named:
+        return f"environment {named[0]}: {where}: {msg}"
     return f"{source}: {where}: {msg}"
 
 

@@ -5,7 +5,9 @@ Errors split by *who must fix them*:
     PipelineError
      ├── OperatorError                the operator must fix; the run cannot go on
      │    ├── ConfigError             bad config file, bad env override, missing key   → exit 2
-     │    ├── LedgerError             the ledger cannot be opened or written           → exit 1
+     │    ├── LedgerError             the ledger cannot be written mid-run             → exit 1
+     │    │    └── LedgerUnavailable  the ledger cannot be reached or opened at all (server
+     │    │                           down, a path that cannot hold it): one line    → exit 2
      │    ├── LedgerVersionError      the ledger's schema is newer than this program   → exit 2
      │    ├── ProviderUnavailableError  the LLM provider failed after bounded retries,
      │    │                           or gave no complete answer within call_deadline_s → exit 5
@@ -45,6 +47,15 @@ from __future__ import annotations
 from enum import IntEnum
 
 from .states import RunStatus
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters, cut at a word's end and marked "…": never mid-word ("call dr")."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
 
 
 class ExitCode(IntEnum):
@@ -102,6 +113,14 @@ class ConfigError(OperatorError):
 
 class LedgerError(OperatorError):
     exit_code = ExitCode.INTERNAL
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger cannot be reached or opened: its server refuses or does not answer, its file cannot be
+    created or read. Every command says why in one line (host, port, the driver's reason) and exits 2,
+    as for any other thing the operator must fix before anything can run; nothing is created."""
+
+    exit_code = ExitCode.USAGE
 
 
 class LedgerVersionError(OperatorError):
@@ -198,7 +217,7 @@ class AgentStuckError(AgentIncompleteError):
 
     def __init__(self, missing: set[str], tool: str, error: str, count: int) -> None:
         self.tool, self.error, self.count = tool, error, count
-        super().__init__(missing, f"stuck: `{tool}` failed {count} times in a row with the same error ({error[:200]})")
+        super().__init__(missing, f"stuck: `{tool}` failed {count} times in a row with the same error ({clip(error, 200)})")
 
 
 class PublicationFailed(AgentIncompleteError):

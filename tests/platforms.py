@@ -596,7 +596,7 @@ verify_timeout_s = 3
 
 [publish.local]
 dir = "{directory}/site"
-base_url = "http://127.0.0.1:9"
+base_url = "http://127.0.0.1:8765"  # nothing listens: the check serves the site itself
 
 [publish.wordpress]
 url = "{base}"

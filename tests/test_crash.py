@@ -78,7 +78,7 @@ def platform_posts(target: str, server, site: Path) -> list[tuple[str | None, st
             continue
         record = site / ".pipeline" / "posts" / f"{page.stem}.json"
         key = json.loads(record.read_text(encoding="utf-8"))["key"] if record.exists() else None
-        posts.append((key, f"http://127.0.0.1:9/posts/{page.name}"))
+        posts.append((key, f"http://127.0.0.1:8765/posts/{page.name}"))
     return posts
 
 

@@ -81,7 +81,9 @@ def test_off_allowlist_url_is_never_verified_nor_registered(tmp_path):
         publish.fn(ctx, add_article(ctx).id)
     with ctx.ledger.read() as s:
         row = s.exec(select(Publication)).one()
-    assert row.status == "unverified"
+    # Written, not verified: withdrawn from the site, and pending for the next attempt to reuse.
+    assert row.status == "pending" and row.verification.endswith("; withdrawn")
+    assert list((tmp_path / "site" / "posts").glob("*.html")) == []
     with pytest.raises(CapabilityError, match="not verified"):
         register.fn(ctx, row.id)
 

@@ -18,7 +18,7 @@ import pytest
 from sqlmodel import select
 
 from pipeline.capabilities.publish import publish
-from pipeline.errors import CapabilityError, ConfigError
+from pipeline.errors import CapabilityError, ConfigError, PublicationFailed
 from pipeline.ledger.models import Publication
 from pipeline.publishing import publishers
 from pipeline.publishing.publish import idempotency_key as _key
@@ -216,7 +216,18 @@ def test_wordpress_draft_is_posted_but_not_verified(tmp_path, monkeypatch):
         ctx.settings.publish.wordpress.status = "draft"
         with pytest.raises(CapabilityError, match="404"):
             publish.fn(ctx, add_article(ctx).id)
-        assert server.posts[0].status == "draft" and row_of(ctx).status == "unverified"
+        # Kept on the platform as the pending publication: the next attempt reuses it, never a second post.
+        row = row_of(ctx)
+        assert server.posts[0].status == "draft" and row.status == "pending" and "still on wordpress" in row.verification
+        with pytest.raises(CapabilityError, match="404"):
+            publish.fn(ctx, row.article_id)
+        assert len(server.posts) == 1 and row_of(ctx).id == row.id
+        # The next run of the channel: the post is still there, unverified; no second post, the run says why.
+        ctx.ledger.finish_run(ctx.run_id, "incomplete", 4, "stuck")
+        later = dataclasses.replace(ctx, run_id=ctx.ledger.start_run("m").id, platform_budget=None)
+        with pytest.raises(PublicationFailed, match="not publishing a second post"):
+            publish.fn(later, add_article(later).id)
+        assert len(server.posts) == 1 and row_of(ctx).id == row.id
     finally:
         server.stop()
 

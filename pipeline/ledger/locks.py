@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import ChannelLocked
+from ..errors import ChannelLocked, ConfigError
 
 
 def lock_path(ledger_url: str, state_dir: Path, name: str) -> Path:
@@ -36,9 +36,18 @@ def lock_path(ledger_url: str, state_dir: Path, name: str) -> Path:
 
 
 @contextmanager
-def hold(path: Path, what: str) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+def hold(path: Path, what: str, *, ledger_url: str | None = None) -> Iterator[None]:
+    """Hold the flock on ``path``; a path that cannot hold one is ConfigError (exit 2), or with
+    ``ledger_url`` (the lock beside that ledger) LedgerUnavailable: one line, no traceback."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if ledger_url is not None:
+            from .unreachable import unavailable
+
+            raise unavailable(ledger_url, exc, f"cannot create the lock of {what} beside it") from None
+        raise ConfigError(f"{path}: cannot create the lock of {what}: {exc.strerror or exc}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -114,8 +123,13 @@ def pg_hold(url: str, name: str, what: str, *, wait: bool = False, watch: bool =
     import psycopg
 
     key = advisory_key(name)
-    conn = psycopg.connect(pg_conninfo(url), autocommit=True, connect_timeout=10,
-                           application_name=(label or f"pipeline {what} pid {os.getpid()}")[:63])
+    try:
+        conn = psycopg.connect(pg_conninfo(url), autocommit=True, connect_timeout=10,
+                               application_name=(label or f"pipeline {what} pid {os.getpid()}")[:63])
+    except psycopg.OperationalError as exc:  # the server is down or refuses us: one line, exit 2
+        from .unreachable import unavailable
+
+        raise unavailable(url, exc) from None
     try:
         if wait:
             conn.execute("SELECT pg_advisory_lock(%s)", (key,))
@@ -150,5 +164,5 @@ def channel_lock(ledger_url: str, state_dir: Path, channel: str) -> Iterator[Non
         with pg_hold(ledger_url, f"channel:{channel}", f"channel {channel}", watch=True):
             yield
     else:
-        with hold(lock_path(ledger_url, state_dir, channel), f"channel {channel}"):
+        with hold(lock_path(ledger_url, state_dir, channel), f"channel {channel}", ledger_url=ledger_url):
             yield

@@ -176,7 +176,9 @@ class LedgerReader(_Reads):
                 self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
                 self.conn.execute("PRAGMA query_only = ON")
             except sqlite3.Error as exc:
-                raise LedgerError(f"ledger {path}: cannot open: {exc}") from None
+                from .unreachable import unavailable
+
+                raise unavailable(url, exc) from None
             self._errors: tuple[type[Exception], ...] = (sqlite3.Error,)
         elif url.startswith("postgresql"):
             try:
@@ -188,7 +190,9 @@ class LedgerReader(_Reads):
                 self.conn = psycopg.connect(re.sub(r"^postgresql\+\w+://", "postgresql://", url), row_factory=dict_row)
                 self.conn.read_only = True
             except psycopg.Error as exc:
-                raise LedgerError(f"ledger: cannot connect: {type(exc).__name__}") from None  # the URL may hold a password
+                from .unreachable import unavailable
+
+                raise unavailable(url, exc) from None  # the password hidden, the server's reason kept
             self._errors = (psycopg.Error,)
         else:
             raise LedgerError(f"ledger {url.split(':', 1)[0]}: the read commands support SQLite and PostgreSQL")

@@ -51,16 +51,6 @@ tick_log = logging.getLogger("pipeline.ticks")
 _PG_WRITE_LOCK_KEY = 0x4C45444745525701
 
 
-def _safe_url(url: str) -> str:
-    """``url`` without its password, for messages."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL SQLAlchemy can parse: the message says so anyway
-        return url
-
-
 def _me() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -146,7 +136,9 @@ class Ledger:
             # What this open changed in the schema (None: nothing; the ledger was current).
             self.migration = migrations.ensure_current(self.engine) if migrate else None
         except (SQLAlchemyError, OSError) as exc:
-            raise LedgerError(f"ledger {_safe_url(url)}: cannot open: {exc}") from None
+            from .unreachable import unavailable
+
+            raise unavailable(url, exc) from None  # one line, exit 2: the server's or the file's reason
 
     # --- transactions -----------------------------------------------------
 

@@ -404,6 +404,7 @@ def serve(config_path: str, ready: threading.Event | None = None, standing_by: t
     cfg = config_mod.load(config_path)
     path = str(Path(config_path).resolve())
     os.environ["PIPELINE_DAEMON_CONFIG"] = path  # read by worker processes on a forced exit
+    _ledger(cfg)  # first: a ledger that cannot be reached is one line and exit 2, with nothing created
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     ha = cfg.ledger_url.startswith("postgres")
     stopped, lost = threading.Event(), threading.Event()

@@ -24,7 +24,13 @@ def engine_status(engine: EngineConfig, ledger_url: str) -> EngineStatus:
         from ..ledger.locks import advisory_key, pg_conninfo
 
         key = advisory_key("scheduler")
-        with psycopg.connect(pg_conninfo(ledger_url), autocommit=True, connect_timeout=5) as conn:
+        try:
+            conn = psycopg.connect(pg_conninfo(ledger_url), autocommit=True, connect_timeout=5)
+        except psycopg.OperationalError as exc:
+            from ..ledger.unreachable import unavailable
+
+            raise unavailable(ledger_url, exc) from None
+        with conn:
             row = conn.execute(
                 "SELECT a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l "
                 "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "

@@ -20,6 +20,7 @@ from ..runtime import http
 class Verification:
     ok: bool
     detail: str
+    refused: bool = False  # nothing accepted the connection: no answer at all, which is never a verification
 
 
 def host_allowed(url: str, allowed_domains: list[str]) -> bool:
@@ -41,7 +42,8 @@ def check_url(url: str, allowed_domains: list[str], timeout_s: float = 5.0) -> V
 
         resp = deadline.http(_head_or_get, http.shared(), url, timeout_s, total_s=timeout_s)
     except httpx.HTTPError as exc:
-        return Verification(False, f"{url} did not answer: {type(exc).__name__}: {exc}")
+        return Verification(False, f"{url} did not answer: {type(exc).__name__}: {exc}",
+                            refused=isinstance(exc, httpx.ConnectError))
     if 200 <= resp.status_code < 400:
         return Verification(True, f"{url} answered {resp.status_code}")
     return Verification(False, f"{url} answered {resp.status_code}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ from ..errors import (
     PublicationSubmitted,
     RunInterrupted,
 )
-from ..ledger.models import Article, Publication, Topic
+from ..ledger.models import Article, Publication, Run, Topic
 from ..ledger.utc import utcnow
 from ..ledger.writer import Ledger
 from ..states import PublicationStatus
@@ -90,12 +91,20 @@ def verify_published(publish: PublishConfig, publisher: Publisher, published: Pu
     if problem:
         return problem
     result = check_url(published.url, allowed, publish.verify_timeout_s)
-    if result.ok:
-        return None
-    if published.local_check and "ConnectError" in result.detail:
-        # The local site is not being served right now; the file check above is the proof.
-        return None
-    return result.detail
+    serves = getattr(publisher, "check_address", None)
+    give_up = time.monotonic() + publish.verify_timeout_s
+    while result.refused and serves is not None and serves() is not None:
+        # Nothing answers at the URL: a refused connection never counts as verified. The local site, not
+        # being served now, is served for the check (a loopback base_url only: LocalSitePublisher.serving).
+        with publisher.serving() as ours:  # the local site's, as check_address says
+            if ours:
+                result = check_url(published.url, allowed, publish.verify_timeout_s)
+                break
+        if time.monotonic() > give_up:
+            break
+        time.sleep(0.05)  # another process's check server held the port and has just closed: ask again
+        result = check_url(published.url, allowed, publish.verify_timeout_s)
+    return None if result.ok else result.detail
 
 
 def record_post(row: Publication, published: Published, problem: str | None, verification: str) -> None:
@@ -104,6 +113,39 @@ def record_post(row: Publication, published: Published, problem: str | None, ver
     row.status = PublicationStatus.UNVERIFIED if problem else PublicationStatus.VERIFIED
     row.verification = verification
     row.verified_at = None if problem else utcnow()
+
+
+# A pending row's verification starts with this when its post was written but could not be verified: the post is
+# withdrawn where the publisher can (the local site), and the row is the one the next attempt reuses.
+WRITTEN_UNVERIFIED = "written but not verified"
+WITHDRAWN = "withdrawn"
+
+
+def hold_unverified(ledger: Ledger, publisher: Publisher, row_id: int, published: Published, problem: str) -> Publication:
+    """A post the platform holds but that did not verify: taken down where the publisher can (``withdraw``: the local
+    site's page, index and feed), and its row kept ``pending`` with the URL and the platform's id, so that the next
+    attempt, in this run or the next, reuses this publication and never makes a second one."""
+    withdraw = getattr(publisher, "withdraw", None)
+    if withdraw is not None:
+        withdraw(published)
+    with ledger.write() as s:
+        row = s.get(Publication, row_id)
+        row.url, row.remote_id = published.url, published.remote_id
+        row.status, row.verified_at = PublicationStatus.PENDING, None
+        where = WITHDRAWN if withdraw is not None else f"still on {publisher.name}"
+        row.verification = f"{WRITTEN_UNVERIFIED}: {problem}; {where}"
+        s.add(row)
+    return row
+
+
+def held_unverified(row: Publication) -> bool:
+    """A row ``hold_unverified`` left: pending, its post written but not verified."""
+    return row.status == PublicationStatus.PENDING and (row.verification or "").startswith(WRITTEN_UNVERIFIED)
+
+
+def withdrawn(row: Publication) -> bool:
+    """A held row whose post was taken down: nothing of it is live."""
+    return held_unverified(row) and (row.verification or "").endswith(f"; {WITHDRAWN}")
 
 
 def _settle(ledger: Ledger, row_id: int, published: Published, problem: str | None, note: str) -> Publication:
@@ -122,12 +164,33 @@ def _mark(ledger: Ledger, row_id: int, status: str, why: str) -> None:
         s.add(row)
 
 
-def _claim(ctx: RunContext, key: str, article: Article, target: str) -> tuple[Publication, bool]:
-    """The row for this key, inserted (pending) if absent; True when this call inserted it."""
+def _claim(ctx: RunContext, key: str, article: Article, publisher: Publisher) -> tuple[Publication, bool]:
+    """The row for this key, inserted (pending) if absent; True when this call inserted it.
+
+    A post of this channel written on this target but not verified (``hold_unverified``) is the publication
+    this article takes over: withdrawn, its row is reassigned to this run and article (False: not fresh, so
+    ``find`` is asked first); still on the platform (no ``withdraw``), PublicationFailed: never a second post.
+    """
+    target = publisher.name
     with ctx.ledger.write() as s:
         row = s.exec(select(Publication).where(Publication.idempotency_key == key)).first()
         if row is not None:
             return row, False
+        channel = s.get(Run, ctx.run_id).channel
+        held = s.exec(select(Publication).join(Run, Run.id == Publication.run_id)
+                      .where(Publication.target == target, Publication.status == PublicationStatus.PENDING,
+                             Publication.verification.startswith(WRITTEN_UNVERIFIED),
+                             Run.channel == channel).order_by(Publication.id)).first()
+        if held is not None and not withdrawn(held):
+            raise PublicationFailed(f"publication {held.id} of run {held.run_id} is on {target} at {held.url} but was never "
+                                    f"verified ({held.verification}); not publishing a second post: make that URL "
+                                    "answer, or delete the post (the next run then sees it gone)")
+        if held is not None:
+            was = f"taken over from run {held.run_id} (article {held.article_id}): {held.verification}"
+            held.run_id, held.article_id, held.idempotency_key = ctx.run_id, article.id, key
+            held.content_hash, held.verification, held.url, held.remote_id = article.content_hash, was, None, None
+            s.add(held)
+            return held, False
         row = Publication(run_id=ctx.run_id, article_id=article.id, idempotency_key=key,
                           target=target, content_hash=article.content_hash)
         s.add(row)
@@ -290,7 +353,7 @@ def publish_article(ctx: RunContext, article_id: int) -> dict[str, Any]:
         raise CapabilityError(f"publication {started.id} (article {started.article_id}) of this run is still "
                               f"{started.status}; publish that article_id, not another one")
     slug = slug_for(article, key)
-    row, fresh = _claim(ctx, key, article, publisher.name)
+    row, fresh = _claim(ctx, key, article, publisher)
     if row.status == PublicationStatus.VERIFIED:
         return _result(row, replayed=True)
     if row.content_hash != article.content_hash:
@@ -306,7 +369,10 @@ def publish_article(ctx: RunContext, article_id: int) -> dict[str, Any]:
         published = _call_platform(ctx, publisher, row.id, key, slug, article)
 
     problem = verify_published(ctx.settings.publish, publisher, published, article.content_hash)
-    row = _settle(ctx.ledger, row.id, published, problem, note)
     if problem:
-        raise CapabilityError(f"published to {published.url} but it could not be verified: {problem}")
+        held = hold_unverified(ctx.ledger, publisher, row.id, published, problem)
+        gone = "; withdrawn: nothing of it is live" if withdrawn(held) else ""
+        raise CapabilityError(f"published to {published.url} but it could not be verified: {problem}{gone}; "
+                              f"publication {held.id} is reused by the next attempt")
+    row = _settle(ctx.ledger, row.id, published, None, note)
     return _result(row, adopted=True) if note != "ok" else _result(row)

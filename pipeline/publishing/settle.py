@@ -55,11 +55,13 @@ from ..states import UNFINISHED, PublicationStatus, RunStatus
 from .publish import (
     RECOVERED,
     budget_for,
+    hold_unverified,
     is_async,
     record_post,
     slug_for,
     verifier,
     verify_published,
+    withdrawn,
 )
 from .publishers import LookupUnsupported, Publisher, get_publisher, same_content
 from .publishers.remote import RemotePublisher
@@ -126,9 +128,16 @@ def _recover_one(settings: RunSettings, ledger: Ledger, pub: Publication, articl
             row.verification = f"{RECOVERED}: outcome unknown: {exc}; it may be live without a registration"
             s.add(row)
         return UNKNOWN
+    if found is None and withdrawn(pub):
+        return False  # written, not verified and taken down: the channel's next publish reuses this row
     mismatch = same_content(found, pub.idempotency_key, pub.content_hash) if found else None
     problem = (None if found is None or mismatch
                else verify_published(settings.publish, publisher, found, pub.content_hash))
+    if found is not None and not mismatch and problem:
+        # On the platform and still not verified: taken down where it can be, kept pending either way, so the
+        # channel's next publish reuses it instead of posting a second one (never left live as "unverified").
+        hold_unverified(ledger, publisher, pub.id, found, f"{RECOVERED}; {problem}")
+        return False  # still pending: not settled
     with ledger.write() as s:
         row = s.get(Publication, pub.id)
         if row.status != PublicationStatus.PENDING:  # someone else settled it first
@@ -137,9 +146,10 @@ def _recover_one(settings: RunSettings, ledger: Ledger, pub: Publication, articl
             row.status = PublicationStatus.FAILED
             row.verification = f"{RECOVERED}: " + (mismatch or f"not on {pub.target}, so it was never published")
         else:
-            record_post(row, found, problem, f"{RECOVERED}; {problem}" if problem else RECOVERED)
+            record_post(row, found, None, RECOVERED)
         s.add(row)
     return True
+
 
 
 def recover_pending(settings: RunSettings, ledger: Ledger, *, channel: str | None = None,

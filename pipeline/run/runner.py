@@ -29,7 +29,7 @@ from ..publishing.publishers import get_publisher
 from ..runtime import deadline, shutdown, tracing
 from ..runtime.alerts import Alerter
 from ..score import scoring
-from ..states import RunStatus
+from ..states import ReviewStatus, RunStatus
 from ..text import redact
 from ..tools import catalog
 from ..tools.claims import ClaimRules
@@ -169,11 +169,13 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
         lease.close()  # the claim's renewal stops with the run's work; _finish marks its tick done
     status, code, error = _finish(ledger, run.id, status, int(code), error)
     tracing.end(span, error if status != RunStatus.DONE else None, **{"pipeline.run.status": status, "pipeline.exit_code": int(code)})
+    # An article under the pass mark is recorded incomplete with a review waiting: held for an editor, not failed.
+    outcome = "held" if status == RunStatus.INCOMPLETE and _held(ledger, run.id) else status
     if status != RunStatus.DONE:
         # Waiting for an editor, or a dry run, is a state the operator asked for: not an error line.
-        say = log.warning if status.operator_asked else log.error
-        say("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, status, code, error, run.id)
-    alerter.finished(channel, run.id, status, int(code), error)
+        say = log.warning if status.operator_asked or outcome == "held" else log.error
+        say("run %s ended %s (exit %d): %s — see: pipeline ledger diff --run %s", run.id, outcome, code, error, run.id)
+    alerter.finished(channel, run.id, outcome, int(code), error)
     export_after_run(cfg.metrics, cfg.ledger_url, cfg.base_dir, cfg.alerts.timeout_s)
     if own_ledger:
         try:
@@ -181,6 +183,19 @@ def _locked_run(cfg: Config, observer: RunObserver | None, llm: ChatModel | None
         except EnvironmentFailure as exc:  # the run row is written; a deferred record could not be
             log.error("%s", exc)
     return RunOutcome(run.id, status, int(code), error)
+
+
+def _held(ledger: Ledger, run_id: str) -> bool:
+    """The run's article waits for an editor (a review pending), as humanize leaves one under the pass mark."""
+    from sqlmodel import select
+
+    from ..ledger.models import Review
+
+    try:
+        with ledger.read() as s:
+            return s.exec(select(Review.id).where(Review.run_id == run_id, Review.status == ReviewStatus.PENDING)).first() is not None
+    except PipelineError:  # the ledger went away after the run's row was written: the alert still goes out
+        return False
 
 
 # --- the run's last row, whatever happens -------------------------------------------------

@@ -72,11 +72,16 @@ def _backlog(cfg: Config) -> None:
         # A named backlog that is not there is a mistake, not an empty list: the run would make a topic up.
         raise ConfigError(f'[topic] backlog: no such file {path} (backlog = "" to use only feeds and brainstorming)')
     try:
-        path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"[topic] backlog: cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"[topic] backlog: {path} is not UTF-8 text (byte {exc.start})") from None
+    rows = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if len(rows) <= (1 if path.suffix.lower() == ".csv" else 0):  # a CSV's first row is its header
+        # Not an exhausted backlog (used topics are skipped at run time): one that never held a topic.
+        raise ConfigError(f'[topic] backlog: {path} holds no topics (empty, or only comments): add "title | angle" '
+                          'lines, or set backlog = "" to brainstorm from [topic] niche and feeds')
 
 
 def _schedules(cfg: Config) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from ..config import AlertsConfig
+from ..errors import clip
 from ..text.redact import shown
 from . import deadline, http
 
@@ -56,7 +57,7 @@ def alert_text(channel: str, run_id: str | None, outcome: str, detail: str | Non
     if run_id:
         lines.append(f"run {run_id}")
     if detail:
-        lines.append(detail[:500])
+        lines.append(clip(detail, 500))
     if run_id:
         lines.append(f"see: pipeline ledger diff --run {run_id}")
     # Details quote error bodies and feed titles: an alert carries no secret and no control sequence.
@@ -94,7 +95,7 @@ class Alerter:
     def finished(self, channel: str, run_id: str | None, status: str, exit_code: int, error: str | None) -> None:
         body = [f"run {run_id} channel {channel}: {status} (exit {exit_code})"]
         if error:
-            body.append(error[:500])
+            body.append(clip(error, 500))
         if run_id:
             body.append(f"see: pipeline ledger diff --run {run_id}")
         self._ping(str(exit_code), run_id, "\n".join(body))

@@ -8,7 +8,7 @@ by the daemon's worker processes and by hand alike). Exposed by the daemon at
 run to ``[metrics] textfile`` (node_exporter's textfile collector) or pushed
 to ``[metrics] pushgateway_url``.
 
-    pipeline_runs_total{channel,model,status}              runs that ended, by outcome
+    pipeline_runs_total{channel,model,status}              runs that ended, by outcome ("held": waiting for an editor)
     pipeline_runs_in_progress{channel}
     pipeline_hallucinations_total{model,capability,status} claims the guard did not verify (caught)
     pipeline_nudges_total{model,kind}                      guard nudges (hallucination, incomplete, text_tool_call)
@@ -84,6 +84,7 @@ class LedgerCollector:
         )
 
         from ..ledger.reader import LedgerReader, sqlite_path
+        from .reports import OUTCOME_SQL
 
         path = sqlite_path(self.url)
         if path is not None and not path.exists():
@@ -93,7 +94,9 @@ class LedgerCollector:
             q = reader.tuples
             runs = CounterMetricFamily("pipeline_runs", "Runs that ended, by outcome.", labels=["channel", "model", "status"])
             running = GaugeMetricFamily("pipeline_runs_in_progress", "Runs recorded as running.", labels=["channel"])
-            for channel, model, status, n in q("SELECT channel, model, status, COUNT(*) FROM runs GROUP BY channel, model, status"):
+            # "held": an article under the pass mark waits for an editor (README, Health): not a failure
+            for channel, model, status, n in q(f"SELECT channel, model, {OUTCOME_SQL} AS outcome, COUNT(*) FROM runs "
+                                               "GROUP BY channel, model, outcome"):
                 if status == "running":
                     running.add_metric([channel], n)
                 else:

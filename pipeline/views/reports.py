@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -106,6 +106,14 @@ class Failure:
         return asdict(self)
 
 
+# A run's outcome as the operator reads it (SQL over ``runs``): an article held for an editor because its score
+# stayed under the pass mark is recorded ``incomplete`` with a review waiting; it is "held", not a failure.
+OUTCOME_SQL = ("CASE WHEN runs.status = 'incomplete' AND EXISTS (SELECT 1 FROM reviews v WHERE v.run_id = runs.id "
+               "AND v.status IN ('pending', 'approved')) THEN 'held' ELSE runs.status END")
+# Outcomes that are decisions or waits, never failures.
+NOT_FAILURES = ("done", "running", "held", "awaiting_review", "rejected", "dry_run")
+
+
 @dataclass(frozen=True)
 class DailySummary:
     date: str
@@ -119,9 +127,12 @@ class DailySummary:
     reconciled: list[Recovered]
     awaiting_registration: list[Unregistered]
     failures: list[Failure]
+    # Articles waiting for an editor: a review requested (manual), or a score under the pass mark.
+    held: list[Failure] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "held": [h.as_dict() for h in self.held],
             "date": self.date, "timezone": self.timezone, "runs": self.runs, "by_status": dict(self.by_status),
             "publications": [p.as_dict() for p in self.publications],
             "registrations": list(self.registrations),
@@ -224,8 +235,8 @@ def daily_summary(ledger: Any, day: date, tz_name: str) -> DailySummary:
     tz = ZoneInfo(tz_name)
     start = datetime.combine(day, time.min, tzinfo=tz).astimezone(timezone.utc)
     end = start + timedelta(days=1)
-    runs = db.rows("SELECT id, channel, status, exit_code, error FROM runs WHERE started_at >= :s AND started_at < :e "
-                   "ORDER BY started_at", s=db.time_param(start), e=db.time_param(end))
+    runs = db.rows(f"SELECT id, channel, {OUTCOME_SQL} AS status, exit_code, error FROM runs "
+                   "WHERE started_at >= :s AND started_at < :e ORDER BY started_at", s=db.time_param(start), e=db.time_param(end))
     pubs, regs, caught = [], [], 0
     if runs:
         marks, ids = _in("r", [r.id for r in runs])
@@ -244,8 +255,9 @@ def daily_summary(ledger: Any, day: date, tz_name: str) -> DailySummary:
         hallucinations_caught=caught,
         reconciled=reconciled_registrations(db, since=start, until=end),
         awaiting_registration=unregistered_publications(db),
-        failures=[Failure(r.id, r.channel, r.status, r.exit_code, r.error) for r in runs
-                  if r.status not in ("done", "running")],
+        failures=[Failure(r.id, r.channel, r.status, r.exit_code, r.error) for r in runs if r.status not in NOT_FAILURES],
+        held=[Failure(r.id, r.channel, r.status, r.exit_code, r.error) for r in runs
+              if r.status in ("held", "awaiting_review")],
     )
 
 
@@ -257,6 +269,7 @@ def render_daily(summary: DailySummary) -> str:
              f"- Registrations: {len(s.registrations)}",
              f"- Recovered and registered by reconciliation: {len(s.reconciled)}",
              f"- Hallucinations caught: {s.hallucinations_caught}",
+             f"- Held for review: {len(s.held)}",
              f"- Failures: {len(s.failures)}"]
     if s.publications:
         lines += ["", "## Publications", *[f"- {p.url} (run {p.run_id})" for p in s.publications]]
@@ -268,6 +281,9 @@ def render_daily(summary: DailySummary) -> str:
         lines += ["", "## Awaiting registration", *[
             f"- {r.url} (run {r.run_id}, {r.run_status}): verified, not registered yet; the next run of "
             f"channel {r.channel} registers it" for r in s.awaiting_registration]]
+    if s.held:
+        lines += ["", "## Held for review", *[f"- {h.run_id} [{h.channel}]: `pipeline review show {h.run_id}`"
+                                              for h in s.held]]
     if s.failures:
         lines += ["", "## Failures", *[f"- {f.run_id} [{f.channel}] {f.status} (exit {f.exit_code}): "
                                         f"`pipeline ledger diff --run {f.run_id}`" for f in s.failures]]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..states import ReviewStatus
+from ..states import ReviewStatus, RunStatus
 from .reports import (
     Recovered,
     Unregistered,
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 # A last run in one of these states is a decision or work in progress, not a failure.
 NOT_FAILED = ("done", "running", "awaiting_review", "rejected", "dry_run")
+# A run whose review is in one of these states holds its article for an editor (approved: not finished yet).
+HELD_REVIEWS = (ReviewStatus.PENDING, ReviewStatus.APPROVED)
 
 # A tick is overdue only this long past its time, and then only if nothing started for it (a run that
 # started a little before the tick it serves, a clock a little behind, is not late).
@@ -34,8 +36,15 @@ TICK_SLACK_S = 60
 # The daemon is dead when its last heartbeat is older than this many [daemon] heartbeat_s.
 BEATS_MISSED = 3
 
-# `pipeline status` exit codes, worst wins (README "Health").
-HEALTH_EXIT = {"ok": 0, "failed": 1, "overdue": 1, "scheduler_down": 3}
+# `pipeline status` exit codes (README "Health"): "awaiting_review" is the run's own code for it (ExitCode.AWAITING_REVIEW).
+HEALTH_EXIT = {"ok": 0, "awaiting_review": 8, "failed": 1, "overdue": 1, "scheduler_down": 3}
+# Worst last: the channel that decides `pipeline status`'s exit code (an editor's wait is not a failure).
+HEALTH_ORDER = ("ok", "awaiting_review", "failed", "overdue", "scheduler_down")
+
+
+def health_exit(healths: list[str]) -> int:
+    """The exit code of ``pipeline status``: the worst channel's health (HEALTH_ORDER) decides."""
+    return HEALTH_EXIT[max(healths, key=HEALTH_ORDER.index)] if healths else 0
 
 
 @dataclass(frozen=True)
@@ -69,11 +78,25 @@ def scheduler_state(cfg: Config, db: Any, now: datetime) -> SchedulerState:
     kind = cfg.daemon.scheduler
     if kind == "daemon":
         return _daemon_liveness(cfg, db, now)
+    # Whatever is declared, a daemon that ran on this ledger and died (its heartbeat stale, no stop recorded)
+    # with no run since is never silent: it was what scheduled these channels.
+    dead = _daemon_liveness(cfg, db, now) if db is not None else None
+    if dead is not None and dead.down and dead.heartbeat_at is not None and "died" in dead.reason:
+        latest = db.scalar("SELECT max(started_at) FROM runs")
+        if latest is None or _as_time(latest) <= dead.heartbeat_at:
+            return SchedulerState(kind, False, dead.began, f'[daemon] scheduler = "{kind}", but {dead.reason}, and no run '
+                                  "started since", dead.heartbeat_at, dead.host, dead.pid)
     if kind == "cron":
         began = cfg.daemon.cron_began()
         assert began is not None  # DaemonConfig refuses scheduler = "cron" without cron_since
         return SchedulerState("cron", None, began, f"cron, installed {began.isoformat()} ([daemon] cron_since)")
     return SchedulerState("manual", None, None, 'no scheduler declared ([daemon] scheduler = "manual"): no tick is overdue')
+
+
+def _as_time(value: Any) -> datetime:
+    """A time from either reader (SQLite gives text, PostgreSQL a datetime), aware in UTC."""
+    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 def _daemon_liveness(cfg: Config, db: Any, now: datetime) -> SchedulerState:
@@ -88,6 +111,11 @@ def _daemon_liveness(cfg: Config, db: Any, now: datetime) -> SchedulerState:
             row = found[0] if found else None
         except LedgerError:  # a ledger from before heartbeats (no daemons table): no daemon has run on it
             getattr(getattr(db, "conn", None), "rollback", lambda: None)()
+    if row is None or row.stopped_at is not None:
+        here = daemon_state(cfg)
+        if here.running:  # its lock is held, its first row not written yet: starting, not absent
+            return SchedulerState("daemon", None, None, f"daemon pid {here.pid} on this host is starting "
+                                                        "(its lock is held; no heartbeat in the ledger yet)")
     if row is None:
         return SchedulerState("daemon", False, None, "no daemon has started on this ledger (start `pipeline daemon`)")
     who = f"daemon {row.host} pid {row.pid}"
@@ -315,7 +343,10 @@ def _channel(cfg: Config, name: str, db: Any, now: datetime, sched: SchedulerSta
     overdue = (prev is not None and sched.began is not None and prev >= sched.began
                and (started is None or started < prev - timedelta(seconds=TICK_SLACK_S))
                and (first_tick is None or first_tick <= prev))
-    failed = last is not None and last.status not in NOT_FAILED  # a review, a rejection, a dry run: decisions
+    # An article held for an editor (a manual review, or a score under the pass mark) is a business state.
+    held = last is not None and (last.status == RunStatus.AWAITING_REVIEW
+                                 or any(r.run_id == last.id and r.status in HELD_REVIEWS for r in reviews))
+    failed = not held and last is not None and last.status not in NOT_FAILED  # a rejection, a dry run: decisions
     if sched.down:
         health, reason = "scheduler_down", sched.reason
     elif overdue:
@@ -324,6 +355,9 @@ def _channel(cfg: Config, name: str, db: Any, now: datetime, sched: SchedulerSta
                   f"(grace [daemon] overdue_after_s = {cfg.daemon.overdue_after_s}) and no run started for it")
     elif failed and last is not None:
         health, reason = "failed", f"last run {last.id} ended {last.status} (exit {last.exit_code})"
+    elif held and last is not None:
+        health, reason = "awaiting_review", (f"last run {last.id} holds its article for an editor: "
+                                             f"pipeline review show {last.id}")
     else:
         health, reason = "ok", (f"last run {last.id} {last.status}" if last else "no run yet, none due") + f"; {sched.reason}"
     nf = next_fire(trigger, now)

@@ -68,6 +68,7 @@ META_DIR = ".pipeline"
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
+_serve_guard = threading.Lock()  # one check's server at a time in this process
 
 
 @lru_cache(maxsize=1)
@@ -211,6 +212,70 @@ class LocalSitePublisher:
                 return Published(url=url, local_check=str(self._page_path(url)), key=post.key,
                                  content_hash=post.content_hash)
         return None
+
+    def withdraw(self, published: Published) -> None:
+        """Take a post that could not be verified off the site: its page and record go, the index, the feed
+        and its neighbours' prev/next links are rebuilt without it. Nothing unverified stays live."""
+        slug = Path(published.url).stem
+        with self._site_lock():
+            before = [p.slug for p in self.posts()]
+            (self._records / f"{slug}.json").unlink(missing_ok=True)  # the record first: find() trusts records
+            (self.dir / "posts" / f"{slug}.html").unlink(missing_ok=True)
+            posts = self.posts()
+            if slug in before:  # its neighbours linked to it: they now link to each other
+                i = before.index(slug)
+                for j in (i - 1, i):
+                    if 0 <= j < len(posts):
+                        self._write_page(posts, j)
+            self._write_index(posts)
+
+    def check_address(self) -> tuple[str, int] | None:
+        """Where this site may be served for a check (``serving``): a loopback ``http`` base_url on an
+        unprivileged port with no path prefix (the URLs ``pipeline serve`` answers); None otherwise."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.base_url)
+        host = {"localhost": "127.0.0.1"}.get(parts.hostname or "", parts.hostname or "")
+        port = parts.port or 80
+        if parts.scheme != "http" or host not in ("127.0.0.1", "::1") or port < 1024 or parts.path.strip("/"):
+            return None
+        return host, port
+
+    @contextmanager
+    def serving(self) -> Iterator[bool]:
+        """Serve this site at ``base_url`` for the length of a check, when nothing else does; yields whether it does.
+
+        The check then gets its answer over HTTP from the handler ``pipeline serve`` uses. A port already taken
+        means another server answers there (its answer is the one that counts), and so does no ``check_address``:
+        False.
+        """
+        import socket
+        from http.server import ThreadingHTTPServer
+
+        address = self.check_address()
+        if address is None:
+            yield False
+            return
+        host, port = address
+
+        class Server(ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        with _serve_guard:
+            try:
+                server = Server((host, port), site_handler(self.dir.resolve()))
+            except OSError:
+                yield False
+                return
+            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+                                      name=f"site check {port}")
+            thread.start()
+            try:
+                yield True
+            finally:
+                server.shutdown()
+                server.server_close()
+                thread.join()
 
     def verify_local(self, published: Published, content_hash: str) -> str | None:
         path = self._page_path(published.url)
