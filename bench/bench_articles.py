@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -58,6 +59,7 @@ def one_run(topic_line: str, language: str, keep: Path) -> dict:
             tempfile.mkdtemp(prefix=f"{language}.", dir=kept))) as tmp:
         backlog = Path(tmp) / "topics.txt"
         backlog.write_text(topic_line + "\n", encoding="utf-8")
+        shutil.copytree(REPO / "notes", Path(tmp) / "notes")  # the sources the line names, relative to its backlog
         env = {**os.environ, "PIPELINE_LEDGER__URL": f"sqlite:///{tmp}/ledger.db",
                "PIPELINE_PUBLISH_LOCAL__DIR": f"{tmp}/site", "PIPELINE_REPORT__MARKDOWN_DIR": f"{tmp}/reports",
                "PIPELINE_PUBLISH__PREVIEW_DIR": f"{tmp}/preview", "PIPELINE_DAEMON__STATE_DIR": str(REPO / "var"),
@@ -77,7 +79,6 @@ def one_run(topic_line: str, language: str, keep: Path) -> dict:
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - started
         if os.environ.get("BENCH_KEEP_LEDGERS"):  # for reading a run afterwards (pipeline ledger show …)
-            import shutil
             shutil.copy(Path(tmp) / "ledger.db", Path(os.environ["BENCH_KEEP_LEDGERS"]) / f"{time.time():.0f}.{language}.db")
         return {"topic": topic_line.split("|")[0].strip(), "language": language, "exit_code": proc.returncode,
                 "wall_s": round(wall, 1), "peak_rss_mb": round(max(sum(peaks.values()), usage.ru_maxrss) / 1024),
@@ -149,6 +150,17 @@ def from_ledger(path: Path, language: str, keep: Path) -> dict:
         rewritten = rewrites.get("paragraphs", [])
         out.update({"score_before": rewrites.get("before"), "score_after": rewrites.get("after"),
                     "rewritten": len(rewritten), "rose": sum(1 for p in rewritten if p.get("kept"))})
+    # Grounding (issue 48): what the draft's check caught and took out, what is left in the stored article (0 is the
+    # bar), and the citations: sections citing a source, of all sections.
+    removed = json.loads(draft["grounding_json"]).get("removed", []) if draft is not None and draft["grounding_json"] else []
+    if article["grounding_json"]:
+        summary = json.loads(article["grounding_json"])["summary"]
+        prose = art.without_sources(article["body"])
+        sections = [sec for sec in article["body"].split("\n## ")[1:] if not sec.startswith(tuple(art.SOURCES_HEADING.values()))]
+        out.update({"unsupported_removed": len(removed), "unsupported_left": summary["unsupported"],
+                    "statements": summary["counts"], "sources": len(art.sources_listed(article["body"])),
+                    "sections_cited": sum(1 for sec in sections if art.CITATION.search(sec)), "sections": len(sections),
+                    "prose_length": art.body_length(prose, language)})
     name = f"{run['id']}.{language}.md"
     (keep / name).write_text(f"# {article['title']}\n\n{article['body']}\n", encoding="utf-8")
     out["body_file"] = name

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support import KEY_ENV, REPO, write_config
+from support import KEY_ENV, REPO, SOURCED_BACKLOG, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -73,10 +73,11 @@ def test_the_installed_wheel_has_its_data_and_runs_outside_the_checkout(installe
         assert Path(line).exists(), line
     assert (Path(where[1]) / "system.md").is_file() and (Path(where[1]) / "nudges.en.toml").is_file()
 
-    backlog = tmp_path / "topics.txt"
-    shutil.copy2(REPO / "topics.txt", backlog)
+    backlog = tmp_path / "topics.txt"  # the scripted model's backlog and the notes its article is written from
+    shutil.copy2(SOURCED_BACKLOG, backlog)
+    shutil.copy2(SOURCED_BACKLOG.parent / "notes.md", tmp_path / "notes.md")
     config = write_config(tmp_path, fake_llm.api_base, "honest")
-    config.write_text(config.read_text(encoding="utf-8").replace(str(REPO / "topics.txt"), str(backlog)),
+    config.write_text(config.read_text(encoding="utf-8").replace(str(SOURCED_BACKLOG), str(backlog)),
                       encoding="utf-8")
     assert str(REPO) not in config.read_text(encoding="utf-8")
     run = subprocess.run([str(installed / "pipeline"), "run", "--config", "config.toml"], cwd=tmp_path, env=env,

@@ -25,7 +25,7 @@ from sqlmodel import select
 from pipeline.ledger.models import Publication, Registration, Tick
 from pipeline.ledger.writer import Ledger
 
-from support import DRAFT_FOR_SCRIPTED_MODEL
+from support import DRAFT_FOR_SCRIPTED_MODEL, SOURCED_BACKLOG
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -49,7 +49,7 @@ timeout_s = 30
 [ledger]
 url = "{ledger_url}"
 [topic]
-backlog = "{REPO / 'topics.txt'}"
+backlog = "{SOURCED_BACKLOG}"
 {DRAFT_FOR_SCRIPTED_MODEL}
 [publish.local]
 dir = "site"
