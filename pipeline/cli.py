@@ -177,10 +177,11 @@ def help_(ctx: typer.Context,
 def init(path: Annotated[Path | None, typer.Argument(metavar="PATH", show_default=False,
                                                     help="Where to write the config (default: the --config before "
                                                          "the command, else $PIPELINE_CONFIG, else ./config.toml).")] = None) -> None:
-    """Write the starter config (the shipped config.toml, every key documented) and its topic backlog.
+    """Write the starter config (the shipped config.toml, every key documented), its topic backlog and the notes
+    the backlog's articles are written from.
 
     Never overwrites: an existing config is an error (exit 2). The backlog (topics.txt beside the
-    config) is written only when absent.
+    config) and notes/ are written only when absent.
     """
     from importlib.resources import files
 
@@ -198,7 +199,16 @@ def init(path: Annotated[Path | None, typer.Argument(metavar="PATH", show_defaul
     if not backlog.exists():
         backlog.write_text((starter / "topics.txt").read_text(encoding="utf-8"), encoding="utf-8")
         wrote.append(str(backlog))
-    out.print(f"wrote {' and '.join(wrote)}; next: pipeline run --config {path}", markup=False, highlight=False)
+    notes = path.parent / "notes"
+    if not notes.exists():  # the sources topics.txt names: an article is written from them, never from nothing
+        for folder in [starter / "notes", *(d for d in (starter / "notes").iterdir() if d.is_dir())]:
+            target = notes / folder.name if folder.name != "notes" else notes
+            target.mkdir(parents=True, exist_ok=True)
+            for f in folder.iterdir():
+                if f.is_file() and f.name.endswith(".md"):
+                    (target / f.name).write_text(f.read_text(encoding="utf-8"), encoding="utf-8")
+        wrote.append(f"{notes}/")
+    out.print(f"wrote {', '.join(wrote)}; next: pipeline run --config {path}", markup=False, highlight=False)
 
 
 @contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -172,6 +173,12 @@ def test_the_starter_config_is_the_shipped_one():
     starter = files("pipeline") / "starter"
     assert (starter / "config.toml").read_text(encoding="utf-8") == (REPO / "config.toml").read_text(encoding="utf-8")
     assert (starter / "topics.txt").read_text(encoding="utf-8") == (REPO / "topics.txt").read_text(encoding="utf-8")
+    # and the notes the backlog names, file for file
+    shipped = sorted(p.relative_to(REPO / "notes") for p in (REPO / "notes").rglob("*.md"))
+    assert shipped and shipped == sorted(Path(str(p)).relative_to(Path(str(starter / "notes")))
+                                         for p in Path(str(starter / "notes")).rglob("*.md"))
+    assert all((REPO / "notes" / p).read_text(encoding="utf-8") ==
+               Path(str(starter / "notes" / p)).read_text(encoding="utf-8") for p in shipped)
 
 
 # --- 7. CLI conventions ----------------------------------------------------------------------------------

@@ -319,6 +319,7 @@ def test_init_writes_the_starter_config_and_never_overwrites(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "config.toml").read_text() == (REPO / "config.toml").read_text()
     assert (tmp_path / "topics.txt").read_text() == (REPO / "topics.txt").read_text()
+    assert (tmp_path / "notes" / "en" / "nightly-builds.md").read_text() == (REPO / "notes/en/nightly-builds.md").read_text()
     again = cli("init", cwd=tmp_path)
     assert again.returncode == 2 and "exists" in again.stderr
 
