@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 from .errors import ConfigError, PipelineError, clip, exit_codes
 from .run.events import Nudge, RunObserver
-from .states import ReviewStatus
+from .states import GuardKind, ReviewStatus
 from .text.redact import scrub, shown
 from .text.untrusted import for_rich
 from .text.untrusted import visible as for_display
@@ -369,7 +369,11 @@ class _Progress(RunObserver):
     def nudged(self, nudge: Nudge) -> None:
         what = ", ".join(f"{h.capability} {h.status}" + (f" ({h.value})" if h.value else "")
                          for h in nudge.hallucinations) or f"missing {', '.join(nudge.missing)}"
-        out.print(f"  [yellow]![/] guard: {nudge.kind} — {safe(what)}; nudge {nudge.n}/{nudge.limit}", highlight=False)
+        # A repeated failure's numbers are failures of one call, not nudges: "nudge 2/3" beside the ledger's "nudges 1"
+        # read as a miscount (issue 50).
+        count = (f"the same failure {nudge.n} times, the run ends stuck at {nudge.limit}"
+                 if nudge.kind == GuardKind.REPEATED_FAILURE else f"nudge {nudge.n}/{nudge.limit}")
+        out.print(f"  [yellow]![/] guard: {nudge.kind} — {safe(what)}; {count}", highlight=False)
 
 
 def _print_summary(ledger: LedgerReader, outcome: RunOutcome, as_json: bool = False) -> None:

@@ -446,3 +446,30 @@ def test_the_readme_starts_with_the_quick_start_and_its_outcome():
     assert not (REPO / "pipeline" / "guard.py").exists() and (REPO / "pipeline" / "run" / "guard.py").exists()
     history = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert "## Articles on the embedded model" in history and "d752838" in history
+
+
+def test_a_repeated_failure_is_counted_as_failures_not_as_nudges(capsys):
+    """'nudge 2/3' (failures of one call out of stuck_after) was printed beside the ledger's 'nudges 1'."""
+    from pipeline.cli import _Progress
+    from pipeline.run.events import Nudge
+    from pipeline.states import GuardKind
+
+    _Progress().nudged(Nudge(GuardKind.REPEATED_FAILURE, 2, 3, missing=("draft",)))
+    _Progress().nudged(Nudge(GuardKind.HALLUCINATION, 1, 2, missing=("publish",)))
+    printed = capsys.readouterr().out
+    assert "the same failure 2 times, the run ends stuck at 3" in printed and "nudge 2/3" not in printed
+    assert "nudge 1/2" in printed
+
+
+def test_the_embedded_weights_are_one_copy_per_user_unless_the_state_dir_keeps_its_own(tmp_path, monkeypatch):
+    """Each `pipeline init`ed project assembled its own 1.6 GB of weights under its state_dir."""
+    from pipeline.model.local import assets
+
+    monkeypatch.delenv("PIPELINE_MODELS_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    a, b = tmp_path / "a" / "var", tmp_path / "b" / "var"
+    assert assets.models_dir(a) == assets.models_dir(b) == tmp_path / "cache" / "pipeline" / "models"
+    (b / "models").mkdir(parents=True)  # a state_dir that already holds its models keeps them
+    assert assets.models_dir(b) == b / "models"
+    monkeypatch.setenv("PIPELINE_MODELS_DIR", str(tmp_path / "shared"))
+    assert assets.models_dir(a) == assets.models_dir(b) == tmp_path / "shared"

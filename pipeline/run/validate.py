@@ -121,6 +121,6 @@ def _scoring_model(cfg: Config) -> None:
         return
     from ..model.local import assets
 
-    target = cfg.state_dir / "models" / assets.SCORER.filename
+    target = assets.models_dir(cfg.state_dir) / assets.SCORER.filename
     if not target.is_file():
         assets.part_files(assets.SCORER)  # ConfigError naming the missing package and the install command

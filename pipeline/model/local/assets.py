@@ -73,9 +73,21 @@ def part_files(weights: Weights = EMBEDDED) -> list[Path]:
     return found
 
 
+def models_dir(data_dir: Path) -> Path:
+    """Where the weights are assembled: ``$PIPELINE_MODELS_DIR``; else ``data_dir/models`` when that folder exists (a
+    state_dir that holds its own models keeps them); else the user's cache, ``$XDG_CACHE_HOME/pipeline/models``
+    (``~/.cache/pipeline/models``): one 1.6 GB copy per user, not one per ``pipeline init``ed project (issue 50)."""
+    if os.environ.get("PIPELINE_MODELS_DIR"):
+        return Path(os.environ["PIPELINE_MODELS_DIR"])
+    own = Path(data_dir) / "models"
+    if own.is_dir():
+        return own
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pipeline" / "models"
+
+
 def model_path(data_dir: Path, weights: Weights = EMBEDDED) -> Path:
-    """The verified GGUF under ``data_dir/models``, assembled on first use."""
-    target = Path(data_dir) / "models" / weights.filename
+    """The verified GGUF in ``models_dir(data_dir)``, assembled on first use."""
+    target = models_dir(data_dir) / weights.filename
     sidecar = target.with_name(weights.filename + ".sha256")
     try:
         if target.stat().st_size == weights.size and sidecar.read_text().split()[0] == weights.sha256:
