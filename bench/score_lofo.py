@@ -223,6 +223,51 @@ def write_validity(report: dict) -> None:
     print("wrote", target)
 
 
+def summary(report: dict) -> list[str]:
+    """One line per language, family and register: AUC / TPR at 5 % FPR of the shipped calibration, of fdg7 and
+    fdg7+lex calibrated without that family, and of Binoculars zero-shot; the human pass rates at each pass mark."""
+    out = ["Summary: AUC / TPR@5%FPR against test-split humans (n: that family's passages)",
+           f"  {'lang family / register':34} {'n':>4} {'shipped':>12} {'LOFO fdg7':>12} {'LOFO +lex':>12} "
+           f"{'bino zero-shot':>16}"]
+    for lang, data in report["languages"].items():
+        def pick(rows: list[dict], name: str) -> str:
+            r = next((r for r in rows if r["set"].strip() == name.strip()), None)
+            return f"{r['auc']:.2f} / {r['tpr_at_5fpr']:.2f}".rjust(12) if r and r["machine"] else "—".rjust(12)
+
+        lofo = {s: {e["left_out"]: e["rows"] for e in data["sets"][s]["lofo"]} for s in ("fdg7", "fdg7+lex")}
+        for fam in data["families"]:
+            shipped = block(data["shipped"]["rows"], f"{fam} (held-out passages)")
+            zero = block(data["zero_shot"], f"bino_pq zero-shot: {fam}")
+            regs = ["", *[r["set"].strip().split(" ", 1)[1] for r in shipped[1:] if r["set"].startswith("  register ")]]
+            for reg in regs:
+                label = f"{lang} {fam}" + (f" / {reg}" if reg else "")
+                name = f"register {reg}" if reg else None
+                row = shipped[0] if not reg else next(r for r in shipped if r["set"].strip() == name)
+                out.append(f"  {label:34} {row['machine']:>4} {pick(shipped, name or shipped[0]['set'])} "
+                           f"{pick(block(lofo['fdg7'].get(fam, []), f'{fam} left out'), name or f'{fam} left out')} "
+                           f"{pick(block(lofo['fdg7+lex'].get(fam, []), f'{fam} left out'), name or f'{fam} left out')} "
+                           f"{pick(zero, name or f'bino_pq zero-shot: {fam}'):>16}")
+        sh = data["shipped"]
+        passes = {s: data["sets"][s]["lofo"][0]["rows"][0]["human_pass"] if data["sets"][s]["lofo"] else None
+                  for s in ("fdg7", "fdg7+lex")}
+        out.append(f"  {lang} humans at the pass mark (test split, {sh['humans']}): shipped {sh['human_pass']:.1%} at "
+                   f"{sh['threshold']}; LOFO fdg7 {passes['fdg7']}, +lex {passes['fdg7+lex']} (first left-out family)")
+    return out
+
+
+def block(rows: list[dict], head: str) -> list[dict]:
+    """The row named ``head`` and the indented rows under it."""
+    start = next((i for i, r in enumerate(rows) if r["set"] == head), None)
+    if start is None:
+        return []
+    out = [rows[start]]
+    for r in rows[start + 1:]:
+        if not r["set"].startswith("  "):
+            break
+        out.append(r)
+    return out
+
+
 def table(lines: list[dict]) -> list[str]:
     out = [f"    {'set':46} {'hum':>4} {'mach':>4} {'AUC':>6} {'TPR@5%':>7} {'h pass':>7} {'m pass':>7}"]
     for r in lines:
@@ -239,7 +284,7 @@ def main() -> None:
     if "--json" in sys.argv:
         print(json.dumps(report, indent=1, ensure_ascii=False))
         return
-    lines = [f"shipped scorer: {report['scorer']}"]
+    lines = [f"shipped scorer: {report['scorer']}", "", *summary(report), "", "Details:"]
     for lang, data in report["languages"].items():
         lines.append(f"\n=== {lang}: families {', '.join(data['families'])}")
         lines.append(f"\n{lang} shipped calibration, unchanged (pass mark {data['shipped']['threshold']}), "
