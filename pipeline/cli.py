@@ -389,6 +389,8 @@ def _print_summary(ledger: LedgerReader, outcome: RunOutcome, as_json: bool = Fa
     out.print(f"[bold]status[/]                 [{colour}]{outcome.status}[/] (exit {outcome.exit_code})", highlight=False)
     for key in ("topic", "title", "score", "url", "registration_no", "nudges", "hallucinations_caught"):
         value = "—" if getattr(s, key) in (None, "") else str(getattr(s, key))
+        if key == "score" and s.score is not None and s.score_note:
+            value += f" ({s.score_note})"  # a writer the scorer was not validated on is said so beside the number
         out.print(f"[bold]{key.replace('_', ' '):<22}[/] {safe(value)}", highlight=False)  # one line each: URLs stay whole
     # Why it ended, and where to look, is the runner's one log line on stderr: not said twice.
 
@@ -670,14 +672,19 @@ def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="FILE",
               article: Annotated[int | None, typer.Option("--article", metavar="ID",
                                                           help="Re-score a stored article (its id in the ledger).")] = None,
               language: Annotated[str | None, typer.Option("--language", metavar="LANG", help="en or zh (default: detected per input).")] = None,
+              writer: Annotated[str | None, typer.Option("--writer", metavar="MODEL",
+                                                         help="The model that wrote the text (default: the configured "
+                                                              "[llm] model; a stored article's: its run's).")] = None,
               config: ConfigOpt = None,
               as_json: JsonOpt = False) -> None:
-    """The humanize score of each input: total, language, components, every paragraph's score, the scorer.
+    """The humanize score of each input: total, language, components, every paragraph's score, the scorer, and
+    which writers the scorer was validated on ("unvalidated for MODEL" when the writer is not one of them).
 
     The scoring model loads once for all inputs. Exit 0 when every input reaches its pass mark, 1 when
     one is below it or too short to score, 2 on bad input or a missing scoring model.
     """
     from .score import scoring
+    from .score.validity import Standing, validity
 
     if language not in (None, "en", "zh"):
         err.print(f"error: --language {language!r}: expected en or zh", markup=False)
@@ -685,7 +692,7 @@ def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="FILE",
     if not files and article is None:
         err.print("error: nothing to score: pass FILE..., '-' for standard input, or --article ID", markup=False)
         raise typer.Exit(2)
-    inputs: list[tuple[str, str, dict[str, Any]]] = []
+    inputs: list[tuple[str, str, dict[str, Any], str | None]] = []
     with _clean_errors(code_on_error=2):
         cfg = _project_config(config)
         for name in files or []:
@@ -694,30 +701,42 @@ def score_cmd(files: Annotated[list[str] | None, typer.Argument(metavar="FILE",
             except (OSError, UnicodeDecodeError) as exc:
                 err.print(f"error: {name}: {getattr(exc, 'strerror', None) or exc}", markup=False)
                 raise typer.Exit(2) from None
-            inputs.append((name, text, {}))
+            inputs.append((name, text, {}, writer or cfg.llm.model))
         if article is not None:
             _, reader = _reader(config)
             stored = reader.article(article)
             if stored is None:
                 err.print(f"error: no article {article} in the ledger", markup=False)
                 raise typer.Exit(2)
+            run = reader.get_run(stored.run_id) if getattr(stored, "run_id", None) else None
+            stored_scorer = getattr(stored, "scorer", None)
             inputs.append((f"article {article}", stored.body,
-                           {"stored": {"total": stored.score, "scorer": stored.scorer, "language": stored.language}}))
+                           {"stored": {"total": stored.score, "scorer": stored_scorer, "language": stored.language,
+                                       "validity": validity(stored_scorer, stored.language,
+                                                            writer or getattr(run, "model", None)).as_json()}},
+                           writer or getattr(run, "model", None)))
             language = language or stored.language
         scoring.configure(cfg.state_dir, cfg.path(cfg.humanize.scoring_model) if cfg.humanize.scoring_model else None)
         results = []
-        for name, text, extra in inputs:
+        for name, text, extra, by in inputs:
             measured = scoring.score(text, language)
             threshold = cfg.humanize.pass_mark(measured.language)
+            valid = validity(measured.scorer, measured.language, by)
             results.append({"input": name, **measured.as_json(), "threshold": threshold,
-                            "passed": measured.total is not None and measured.total >= threshold, **extra})
+                            "passed": measured.total is not None and measured.total >= threshold,
+                            "writer": by, "validity": valid.as_json(), **extra})
     if as_json:
         sys.stdout.write(json.dumps(results if len(results) > 1 else results[0], ensure_ascii=False, indent=2) + "\n")
     else:
         for r in results:
             total = "too short to score" if r["total"] is None else f"{r['total']:g}"
             verdict = "passes" if r["passed"] else "below"
-            out.print(f"{for_display(r['input'])}: {total} ({r['language']}; {verdict} the pass mark {r['threshold']:g})",
+            v = r["validity"]
+            note = "" if v["status"] == Standing.VALIDATED else f"; {v['note']}"
+            out.print(f"{for_display(r['input'])}: {total} ({r['language']}; {verdict} the pass mark {r['threshold']:g}"
+                      f"{for_display(note)})", markup=False, highlight=False)
+            out.print(f"  validated on: {', '.join(v['validated_on']) or 'no writer'}"
+                      + (f"; does not hold for: {', '.join(v['failed_on'])}" if v["failed_on"] else ""),
                       markup=False, highlight=False)
             paras = ", ".join("—" if p["score"] is None else f"{p['score']:g}" for p in r["paragraphs"])
             out.print(f"  paragraphs: {paras}", markup=False, highlight=False)
@@ -955,8 +974,12 @@ def _show_data(reader: LedgerReader, run: Any) -> dict[str, Any]:
     from .score.scoring import weakest_stored
 
     # getattr: a ledger from before revision 0018 (read as it is) has no scorer columns
+    from .score.validity import validity
+
     articles = [{"id": a.id, "kind": a.kind, "title": a.title, "score": a.score, "scorer": getattr(a, "scorer", None),
-                 "weakest": weakest_stored(a.body, getattr(a, "score_paragraphs_json", None))}
+                 "weakest": weakest_stored(a.body, getattr(a, "score_paragraphs_json", None)),
+                 "validity": validity(getattr(a, "scorer", None), getattr(a, "language", None),
+                                      getattr(run, "model", None)).as_json() if a.score is not None else None}
                 for a in reader.articles(run.id)]
     return {"run": plain(run), "turns": [plain(t) for t in turns], "executions": [plain(e) for e in executions],
             "articles": articles,
@@ -1022,7 +1045,11 @@ def ledger_show(run_arg: Annotated[str | None, typer.Argument(metavar="RUN_ID", 
         out.print(f"[yellow]guard[/] {g['kind']} → {g['action']}: {for_rich(g['message'])}", highlight=False)
     for a in data["articles"]:
         if a["kind"] == "humanized" and a["score"] is not None:
-            out.print(f"[bold]article {a['id']}[/] score {a['score']:g} ({for_rich(a['scorer'] or 'heuristic')})", highlight=False)
+            from .score.validity import Standing
+
+            note = a["validity"]["note"] if a["validity"] and a["validity"]["status"] != Standing.VALIDATED else ""
+            out.print(f"[bold]article {a['id']}[/] score {a['score']:g} ({for_rich(a['scorer'] or 'heuristic')})"
+                      + (f" [yellow]{for_rich(note)}[/]" if note else ""), highlight=False)
             for w in a["weakest"]:
                 out.print(f"   weakest: {for_rich(w)}", highlight=False)
     for c in by_execution.get(None, []):  # a step that never committed its execution row
@@ -1237,7 +1264,8 @@ def review_list(config: ConfigOpt = None, channel: ChannelOpt = None,
     if not rows:
         out.print("nothing awaits review", highlight=False)
     for r in rows:
-        out.print(f"{r.run_id}  {r.channel}  {r.status}  {r.requested_at[:16]}  score {r.score}  "
+        out.print(f"{r.run_id}  {r.channel}  {r.status}  {r.requested_at[:16]}  score {r.score}"
+                  f"{f' ({for_display(r.score_note)})' if r.score_note else ''}  "
                   f"{for_display(r.title)}\n    preview: {r.preview}", markup=False, highlight=False)
 
 
@@ -1256,7 +1284,8 @@ def review_show(run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="Ru
         sys.stdout.write(json.dumps(r.as_dict(), indent=2, ensure_ascii=False) + "\n")
         raise typer.Exit(0)
     lines = [f"run {r.run_id} ({r.channel}): {r.status}" + (" and published" if r.completed else ""),
-             f"title: {for_display(r.title)}", f"score: {r.score}", f"preview: {r.preview}",
+             f"title: {for_display(r.title)}", f"score: {r.score}" + (f" ({for_display(r.score_note)})" if r.score_note else ""),
+             f"preview: {r.preview}",
              f"requested: {r.requested_at}"]
     lines += [f"weakest: {for_display(w)}" for w in r.weakest]
     if r.decided_by:

@@ -128,6 +128,21 @@ def test_a_stored_score_is_the_recomputed_score(scorer, tmp_path):
     data = json.loads(out.stdout)
     assert data["total"] == data["stored"]["total"] == measured.total
     assert data["scorer"] == data["stored"]["scorer"]
+    # The writer is the article's run's model; the validity record is the stored scorer's.
+    assert data["writer"] == "local/qwen2.5-coder-1.5b" and data["validity"]["writer_family"] == "qwen"
+    assert data["validity"]["status"] == data["stored"]["validity"]["status"]
+    assert "qwen" in data["validity"]["validated_on"] + data["validity"]["failed_on"]
+
+
+def test_a_hosted_writer_outside_the_validated_families_is_said_unvalidated(scorer, tmp_path):
+    """The number is printed, and beside it that the scorer cannot judge this writer (issue 49)."""
+    (tmp_path / "a.md").write_text(HUMAN)
+    data = json.loads(_cli(tmp_path, "score", "--json", "--writer", "openai/gpt-4o", str(tmp_path / "a.md")).stdout)
+    assert data["total"] is not None and data["writer"] == "openai/gpt-4o"
+    assert data["validity"]["status"] == "unvalidated" and data["validity"]["note"].startswith("unvalidated for openai/gpt-4o")
+    assert "anthropic" in data["validity"]["failed_on"]  # measured, and it does not hold
+    text = _cli(tmp_path, "score", "--writer", "anthropic/claude-3-5-sonnet", str(tmp_path / "a.md")).stdout
+    assert "unvalidated for anthropic/claude-3-5-sonnet: anthropic measured, AUC" in text
 
 
 def test_the_output_layer_is_read_quantised_from_the_gguf(scorer):

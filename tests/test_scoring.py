@@ -226,6 +226,29 @@ def test_the_feedback_quotes_the_weakest_paragraphs(scorer):
     assert 'paragraph 1 (' in note and '"Machine lines' in note
 
 
+def test_the_feedback_names_what_the_score_measures_in_each_weak_paragraph(scorer, monkeypatch):
+    """Over-used phrases, flat sentence rhythm and low surprisal, against the human passages' quartiles recorded
+    with the scorer's validity: what a rewrite can aim at."""
+    from pipeline.score import validity
+
+    ref = {"log_ppl": {"p25": 3.0, "median": 3.5, "p75": 4.0}, "sentence_cv": {"p25": 0.3, "median": 0.45, "p75": 0.6},
+           "overused": {"p25": 0.0, "median": 0.0, "p75": 1.0}}
+    monkeypatch.setattr(validity, "_entries", {"abcd1234": {"languages": {"en": {"families": {}, "human_reference": ref}}}})
+    machine = ("Machine text will delve into the topic here. Moreover it is a crucial part of the work. "
+               "It makes the same point once again here.")
+    human = "Human " + "lines a person wrote, and then some more of them " * 4 + "."
+    text = f"# T\n\n{machine}\n\n{human}"
+    with scoring.using(scorer):
+        measured = scorer.score(text, "en")
+        note = scoring.feedback(text, measured, 40)
+        found = scoring.signals(machine, "en", measured.scorer)
+    line = next(ln for ln in note.splitlines() if '"Machine text' in ln)
+    assert '"delve"' in line and '"moreover"' in line and '"crucial"' in line
+    assert any(f.startswith("flat sentence rhythm") for f in found)  # three sentences of 9, 10 and 9 words
+    assert any(f.startswith("predictable wording (surprisal 1.00") for f in found)  # the fake's ll of -1.0 a token
+    assert scoring.signals(human.replace(" .", "."), "en", measured.scorer) == []
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 127, 128, 129, 191, 192, 578])
 def test_a_paragraph_is_read_in_windows_that_predict_each_token_once_with_context(n):
     """llama.cpp computes every position's logits too: 1.3 MB a token of the longest window, kept. Windows of 128

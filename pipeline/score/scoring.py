@@ -364,12 +364,44 @@ def weakest_stored(body: str, paragraphs_json: str | None, n: int = 2) -> list[s
     return weakest_quoted(body, Score(None, "scored", "", {}, paragraphs), n)
 
 
+def signals(paragraph: str, language: str, scorer: str | None = None) -> list[str]:
+    """What the score measures in one paragraph, where it reads like a model's: over-used phrases, flat sentence
+    rhythm, low surprisal, each against the calibration split's human passages (their quartiles, recorded with the
+    scorer's validity: pipeline/score/calibration/validity.json). What a rewrite can aim at, not a second score."""
+    from . import lexical, validity
+
+    ref = validity.human_reference(scorer or current().version, language)
+    out = []
+    found = list(dict.fromkeys([*stock_phrases(paragraph), *lexical.overused_found(paragraph, language)]))
+    if found:
+        out.append("over-used phrases: " + ", ".join(f'"{p}"' for p in found[:6]))
+    lengths = [n for n in (_sentence_units(s, language) for s in sentences_of(paragraph)) if n > 1]
+    if len(lengths) >= 3 and "sentence_cv" in ref:
+        cv = statistics.pstdev(lengths) / statistics.fmean(lengths)
+        if cv < ref["sentence_cv"]["p25"]:
+            out.append(f"flat sentence rhythm (length variation {cv:.2f}; people's median "
+                       f"{ref['sentence_cv']['median']:.2f})")
+    model = _scorer if isinstance(_scorer, ModelScorer) else None  # the paragraph's statistics, if it was scored here
+    pooled = model._cache.get((language, paragraph)) if model is not None else None
+    if pooled is not None and pooled.n and "log_ppl" in ref:
+        surprisal = pooled.features()["log_ppl"]
+        if surprisal < ref["log_ppl"]["p25"]:
+            out.append(f"predictable wording (surprisal {surprisal:.2f} nats a token; people's median "
+                       f"{ref['log_ppl']['median']:.2f})")
+    return out
+
+
 def feedback(text: str, measured: Score, threshold: float) -> str:
-    """What the scorer measured, as an instruction for the next rewrite: the weakest paragraphs, quoted."""
+    """What the scorer measured, as an instruction for the next rewrite: the weakest paragraphs, quoted, each with
+    what reads like a model's in it (``signals``)."""
     total = "too short to score" if measured.total is None else f"{measured.total:g}"
     lines = [f"Your previous rewrite scored {total}; publishing needs {threshold:g}. "
              f"The paragraphs that read most like a model's:"]
-    lines += [f"- {q}" for q in weakest_quoted(text, measured)]
+    paras = paragraphs_of(text)
+    for p, q in zip(measured.weakest(2), weakest_quoted(text, measured), strict=False):
+        found = (signals(paras[p.index], measured.language or detect_language(text), measured.scorer)
+                 if p.index < len(paras) else [])
+        lines.append(f"- {q}" + (f" ({'; '.join(found)})" if found else ""))
     found = stock_phrases(text)
     if found:
         lines.append("- stock phrases found: " + ", ".join(f'"{p}"' for p in found[:8]) + ". Remove every one.")

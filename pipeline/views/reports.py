@@ -46,6 +46,14 @@ class RunSummary:
     registration_no: str | None
     nudges: int
     hallucinations_caught: int
+    # What the score can say about this run's writer (pipeline.score.validity), from the article's scorer column and
+    # the run's model: "validated" | "unvalidated" | "unknown", the families its scorer was validated on, and the
+    # note printed beside the number ("unvalidated for <model>: ...") when the writer is not one of them.
+    scorer: str | None = None
+    writer: str | None = None
+    score_validity: str | None = None
+    validated_on: tuple[str, ...] = ()
+    score_note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,11 +165,18 @@ def run_summary(ledger: Any, run_id: str) -> RunSummary:
                    r=run_id)
     pub = pubs[0] if pubs else None
     if pub is not None:
-        articles = db.rows("SELECT title, score FROM articles WHERE id = :a", a=pub.article_id)
+        articles = db.rows("SELECT * FROM articles WHERE id = :a", a=pub.article_id)
     else:
-        articles = db.rows("SELECT title, score FROM articles WHERE run_id = :r AND kind = 'humanized' "
+        articles = db.rows("SELECT * FROM articles WHERE run_id = :r AND kind = 'humanized' "
                            "ORDER BY score DESC LIMIT 1", r=run_id)
     article = articles[0] if articles else None
+    writer = getattr(run, "model", None) if run else None
+    valid = None
+    if article is not None and article.score is not None:
+        from ..score.validity import validity
+
+        # getattr: a ledger from before revision 0018 has no scorer column
+        valid = validity(getattr(article, "scorer", None), getattr(article, "language", None), writer)
     registration = db.scalar("SELECT registration_no FROM registrations WHERE run_id = :r ORDER BY id LIMIT 1", r=run_id)
     caught = db.scalar("SELECT count(*) FROM claims WHERE run_id = :r AND status != 'verified'", r=run_id)
     return RunSummary(
@@ -175,6 +190,11 @@ def run_summary(ledger: Any, run_id: str) -> RunSummary:
         registration_no=registration,
         nudges=run.nudges if run else 0,
         hallucinations_caught=int(caught or 0),
+        scorer=getattr(article, "scorer", None) if article else None,
+        writer=writer,
+        score_validity=valid.status if valid else None,
+        validated_on=valid.validated_on if valid else (),
+        score_note=valid.label if valid else "",
     )
 
 
@@ -186,7 +206,10 @@ def render_run(summary: RunSummary) -> str:
     lines = [f"# Run {summary.run_id}", ""]
     for key, label in RUN_LABELS:
         value = getattr(summary, key)
-        lines.append(f"- {label}: {value if value not in (None, '') else '—'}")
+        shown = value if value not in (None, "") else "—"
+        if key == "score" and value is not None and summary.score_note:
+            shown = f"{value} ({summary.score_note})"  # never a bare human-likeness for a writer it cannot judge
+        lines.append(f"- {label}: {shown}")
     return "\n".join(lines) + "\n"
 
 

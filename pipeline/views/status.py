@@ -238,23 +238,29 @@ class ReviewView:
     url: str | None = None
     body: str | None = None
     weakest: tuple[str, ...] = ()  # the paragraphs that scored lowest, quoted with their scores
+    # "unvalidated for <model>: ..." when the run's writer is not one the score's scorer was validated on
+    # (pipeline.score.validity); "" when it is.
+    score_note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "weakest": list(self.weakest)}
 
 
 _REVIEWS = ("SELECT v.run_id, r.channel, v.status, a.title, a.score, v.preview, v.requested_at, v.decided_by, "
-            "v.decided_at, v.reason, v.completed_at, a.body, a.score_paragraphs_json FROM reviews v "
+            "v.decided_at, v.reason, v.completed_at, a.body, a.score_paragraphs_json, a.scorer, a.language, "
+            "r.model FROM reviews v "
             "JOIN runs r ON r.id = v.run_id JOIN articles a ON a.id = v.article_id")
 
 
 def _review_view(row: Any, url: str | None = None, body: bool = False) -> ReviewView:
     from ..score.scoring import weakest_stored
+    from ..score.validity import validity
 
+    note = validity(row.scorer, row.language, row.model).label if row.score is not None else ""
     return ReviewView(row.run_id, row.channel, row.status, row.title, row.score, row.preview, row.requested_at.isoformat(),
                       row.decided_by, row.decided_at.isoformat() if row.decided_at else None, row.reason,
                       row.completed_at is not None, url, row.body if body else None,
-                      tuple(weakest_stored(row.body, row.score_paragraphs_json)))
+                      tuple(weakest_stored(row.body, row.score_paragraphs_json)), note)
 
 
 def reviews(ledger: Any, channel: str | None = None, *, all_states: bool = False) -> list[ReviewView]:
