@@ -298,3 +298,13 @@ def test_every_platform_gets_the_sources_the_webhook_as_data_wechat_as_its_read_
                                         {"n": 2, "title": "pytest-xdist", "url": "http://127.0.0.1/xdist"}]
     assert wechat.first_link(body) == "http://127.0.0.1/xdist" and wechat.first_link("Text.") == ""
     assert art.without_sources(body) == "Text."
+
+
+def test_a_failing_list_item_is_taken_out_and_sources_with_nothing_to_state_are_no_sources(tmp_path):
+    body = "Two changes:\n\n- The build took 41 minutes.\n- It moved to CircleCI."
+    found = grounding.check("", body, index(SOURCE))
+    assert grounding.without_failing(body, found, "en") == "Two changes:\n\n- The build took 41 minutes."
+    (tmp_path / "thin.md").write_text("# Title only\n\n2026\n", encoding="utf-8")
+    ctx = make_ctx(tmp_path, writer())
+    with pytest.raises(gather.NoSources):
+        draft.draft.fn(ctx, add_topic(ctx, sources=[tmp_path / "thin.md"]))

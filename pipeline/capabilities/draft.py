@@ -1057,6 +1057,8 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
     if not sources:
         raise gather.NoSources(t.title, ctx.settings.topic.backlog or "the backlog")
     facts = research.facts_of(ctx, t, sources, d.language)
+    if not facts:  # sources with no sentence that can stand as a fact (a title, a date line): nothing to write from
+        raise gather.NoSources(t.title, ctx.settings.topic.backlog or "the backlog")
     index = grounding.index_of(sources, d.language, t)
     outline = _outline(ctx, t, research.digest(facts, d.language), index)
     writer = Writer(ctx, outline, facts, research.voice(sources, d.language))

@@ -530,7 +530,7 @@ def humanize(ctx: RunContext, article_id: Annotated[int, "The article_id of the 
                 # A rewrite may not say what no source says (a name it brought is rejected above; "we" where no
                 # source is the writer's own, or a web page's words copied, here).
                 problems = [rejected(language, "check", what=f"grounding: {grounding.told(s, language)}")
-                            for s in grounding.check("", candidate, index).failing[:1]]
+                            for s in (grounding.check("", candidate, index).failing if sources else [])[:1]]
             if not problems:
                 # The published article must pass every check the draft passed: a kept rewrite said one of its
                 # sentences twice, and the held article failed "repeated sentence" (bench, 2026-12-03).

@@ -239,7 +239,13 @@ def without_failing(body: str, grounding: Grounding, language: str) -> str:
     out = []
     joiner = "" if language == "zh" else " "
     for b in art.blocks(body):
-        if b.kind in ("paragraph", "quote") and any(line == b.line for line, _ in failing):
+        if b.kind in ("paragraph", "quote", "list") and any(line == b.line for line, _ in failing):
+            if b.kind == "list":  # an item that states a failing sentence goes, the list stays
+                said = [t for line, t in failing if line == b.line]
+                items = [ln for ln in b.text.splitlines() if not any(t in ln.lstrip("-*+> ").strip() for t in said)]
+                if items:
+                    out.append("\n".join(items))
+                continue
             text = " ".join(ln.strip() for ln in b.text.splitlines())
             kept = [s for s in art.sentences(text) if (b.line, s) not in failing]
             if kept:
