@@ -1,5 +1,9 @@
 """Benchmark: the embedded model end to end, shipped config, no backlog (topics are brainstormed).
 
+Since issue 48 a brainstormed topic has no source, and a topic with no source is not drafted: each run now ends
+exit 4 after ``topic`` with the line saying how to give it sources. The bench measures that path (the start, the
+brainstorm, the refusal), not articles; ``bench_articles.py`` measures those.
+
     .venv/bin/python bench/bench_brainstorm.py [--runs 20] [--timeout 300] [--model local/qwen2.5-coder-1.5b]
 
 Each run is a fresh process, ``pipeline run --config <tmp>/config.toml``, where

@@ -72,7 +72,8 @@ def write_backlog(directory: Path, n: int) -> Path:
         a, b, c = rng.sample(WORDS, 3)
         titles.add(f"{a.capitalize()} meets {b}: notes on {c} number {len(titles)}")
     path = directory / "topics.txt"
-    path.write_text("\n".join(sorted(titles)) + "\n", encoding="utf-8")
+    notes = REPO / "tests" / "fixtures" / "sources" / "notes.md"  # what the fake model's article is written from
+    path.write_text("\n".join(f"{t} | | {notes}" for t in sorted(titles)) + "\n", encoding="utf-8")
     return path
 
 
@@ -285,7 +286,7 @@ api_key_env = "{KEY_ENV}"
 [ledger]
 url = "{url}"
 [topic]
-backlog = "{REPO / 'topics.txt'}"
+backlog = "{REPO / 'tests' / 'fixtures' / 'sources' / 'topics.txt'}"
 [publish.local]
 dir = "site"
 base_url = "http://127.0.0.1:8765"
