@@ -319,7 +319,8 @@ def torture(target_name: str, kills: int, terms: int, workdir: Path, seed: int =
     try:
         # Titles far apart (the scripted model's brainstormed ones are near-repeats of each other).
         backlog = workdir / "backlog.txt"
-        backlog.write_text("".join(f"Notes on {rng.getrandbits(64):016x} and {rng.getrandbits(64):016x}\n"
+        notes = REPO / "tests" / "fixtures" / "sources" / "notes.md"  # what the fake model's article is written from
+        backlog.write_text("".join(f"Notes on {rng.getrandbits(64):016x} and {rng.getrandbits(64):016x} | | {notes}\n"
                                    for _ in range(kills + terms + 50)), encoding="utf-8")
         llm = (f'\n[llm]\nmodel = "openai/honest"\napi_base = "{fake.api_base}"\napi_key_env = ""\n'
                f'max_retries = 2\nbackoff_s = 0.01\ntimeout_s = 10\n\n[topic]\nbacklog = "{backlog}"\n'

@@ -227,6 +227,8 @@ def test_run_with_a_wrong_key_exit_2(tmp_path):
     finally:
         fake.stop()
     assert result.returncode == 2, result.stderr
-    # As every failed run: the log line, "error: …" and "see: pipeline ledger diff"; the key itself never.
-    assert any(line.startswith("error: ") and "AuthenticationError" in line for line in result.stderr.splitlines())
+    # As every failed run: one line, the runner's, with the status, the cause and "see: pipeline ledger diff" (issue
+    # 50: it was said twice, by the runner and again by the CLI); the key itself never.
+    assert any("ended error (exit 2)" in line and "AuthenticationError" in line and "see: pipeline ledger diff" in line
+               for line in result.stderr.splitlines()), result.stderr
     assert "a-wrong-key" not in result.stderr

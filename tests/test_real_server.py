@@ -243,7 +243,7 @@ def test_configured_json_schema_and_streamed_run_ends_on_business_state(tmp_path
 def test_wrong_key_exit_2(tmp_path, server):
     code, _out, err = finished(run_pipeline(tmp_path, server, key="sk-not-the-key"), timeout=300)
     assert code == 2, err
-    assert any(line.startswith("error: ") and "AuthenticationError" in line for line in err.splitlines()), err
+    assert any("ended error (exit 2)" in line and "AuthenticationError" in line for line in err.splitlines()), err
     assert "sk-not-the-key" not in err
     # pipeline doctor says it in one line
     code, _out, err = finished(run_pipeline(tmp_path, server, key="sk-not-the-key", args=("doctor",)), timeout=300)
@@ -271,6 +271,6 @@ def test_server_stopped_mid_run_exit_5_bounded(tmp_path, server):
     code, _out, err = finished(proc, timeout=300)
     print(f"\nserver stopped: exit {code} {time.monotonic() - stopped:.1f} s later")
     assert code == 5, err[-2000:]
-    # The run's summary: its status, then why, in one line (a config error's line starts "error: " instead).
-    assert any(line.startswith("provider_unavailable: ") and "unavailable after" in line for line in err.splitlines()), err
+    # The run's one failure line: its status, then why.
+    assert any("ended provider_unavailable (exit 5)" in line and "unavailable after" in line for line in err.splitlines()), err
     assert ledger_row(tmp_path)["status"] == "provider_unavailable"

@@ -145,10 +145,13 @@ def test_escalation_to_constrained_turns_in_process(harness):
 SCRIPT = """
 import socket, sys
 tried = []
-def no_socket(self, address, *a, **k):  # the run's own checks (the site's URL) may try; the model must not
-    tried.append(address)
-    raise ConnectionRefusedError(f"no sockets here: {address}")
-socket.socket.connect = socket.socket.connect_ex = no_socket
+connect = socket.socket.connect
+def no_socket(self, address, *a, **k):  # the run's own loopback servers (the scorer, the site's check) may be
+    tried.append(address)              # reached; the model's api_base (the closed port 9) must never be
+    if isinstance(address, tuple) and address[1] == 9:
+        raise ConnectionRefusedError(f"no sockets here: {address}")
+    return connect(self, address, *a, **k)
+socket.socket.connect = no_socket
 import os, pathlib
 sys.path.insert(0, "tests")
 os.environ["PIPELINE_TEST_LLM_KEY"] = "sk-test"
