@@ -1082,6 +1082,9 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
         return checked(body) + found.problems(d.language), found
 
     problems, grounded = problems_of(body)
+    if any(s.line == 0 for s in grounded.failing) and title != t.title:
+        title = t.title  # a title that says what no source says is not kept: the topic's own names the article
+        problems, grounded = problems_of(body)
     # A failing part is written again, told why, rather than the whole draft (which cost a full second draft): a
     # completeness problem, or a sentence with a specific no source holds (told which).
     for _ in range(REPAIR_ROUNDS):

@@ -81,7 +81,8 @@ _WORD_NUMBER = re.compile(rf"\b(?:({'|'.join(_WORD_NUMBERS)})[\s-])?({'|'.join(_
 _URL = re.compile(r"https?://[^\s)\]>\"'，。、]+")
 _CODE = re.compile(r"`([^`\n]+)`")
 _IDENT = re.compile(r"(?<![\w-])(?:--?[a-z][\w-]+|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z]*_\w+|[a-z]+[A-Z]\w*)", re.ASCII)
-_LATIN = re.compile(r"[A-Za-z][A-Za-z0-9+#]*(?:[.\-'][A-Za-z0-9+#]+)*")
+# A word starts where no letter or digit stands before it: inside "57e269e0d37a" there is no word "e269e0d37a".
+_LATIN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z][A-Za-z0-9+#]*(?:[.\-'][A-Za-z0-9+#]+)*")
 _QUOTE = re.compile(r"[\"“]([^\"“”\n]{3,300})[\"”]|「([^」\n]{2,300})」")
 # Capitals that name no tool, product, organisation or person: the pronoun, and the common nouns of the trade that
 # are written in capitals. Kept short on purpose: a name the sources lack is a hallucination, whatever its case.
