@@ -164,7 +164,7 @@ def shipped_config(tmp_path: Path, server: LlamaServer, *extra: str) -> Path:
         text, n = re.subn(pattern, line, text, count=1, flags=re.M)
         assert n == 1, pattern
     shutil.copy(REPO / "topics.txt", tmp_path / "topics.txt")
-    shutil.copytree(REPO / "notes", tmp_path / "notes")  # what the shipped backlog's articles are written from
+    shutil.copytree(REPO / "notes", tmp_path / "notes", dirs_exist_ok=True)  # what the shipped backlog's articles are written from
     path = tmp_path / "config.toml"
     path.write_text(text, encoding="utf-8")
     return path
