@@ -1107,6 +1107,11 @@ def draft(ctx: RunContext, topic_id: Annotated[int, "The topic_id returned by to
             writer.without_unsupported(index)
             body = writer.body()
         problems, grounded = problems_of(body)
+        left = [p for p in problems if p.check != "grounding"]
+        if left and not last and writer.repair(left):
+            # What taking them out left behind (a section down to one paragraph) is repaired as any other problem.
+            body = writer.body()
+            problems, grounded = problems_of(body)
     if problems:
         shown = "; ".join(str(p) for p in problems[:6])
         raise CapabilityError(f"the draft for topic {topic_id} failed the completeness checks: {shown}. "
